@@ -1,0 +1,126 @@
+//! The A2A side: the version-neutral model, the two wire codecs, JSON-RPC framing, agent
+//! cards and the HTTP client. This is the only module that knows wire versions; everything
+//! above it sees [`model`] types. See `docs/versions.md`.
+
+pub mod card;
+pub mod client;
+pub mod model;
+mod wire_v0_3;
+mod wire_v1;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
+
+/// The A2A operations the gateway calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Stream,
+    Send,
+    GetTask,
+    CancelTask,
+    Subscribe,
+    ListTasks,
+}
+
+impl ProtocolVersion {
+    /// The JSON-RPC method name of an operation (A2A 1.0 §9 / 0.3 §7); `None` where the
+    /// version has no such method (0.3 has no `ListTasks`).
+    pub fn method(self, op: Operation) -> Option<&'static str> {
+        Some(match (self, op) {
+            (Self::V1, Operation::Stream) => "SendStreamingMessage",
+            (Self::V1, Operation::Send) => "SendMessage",
+            (Self::V1, Operation::GetTask) => "GetTask",
+            (Self::V1, Operation::CancelTask) => "CancelTask",
+            (Self::V1, Operation::Subscribe) => "SubscribeToTask",
+            (Self::V1, Operation::ListTasks) => "ListTasks",
+            (Self::V0_3, Operation::Stream) => "message/stream",
+            (Self::V0_3, Operation::Send) => "message/send",
+            (Self::V0_3, Operation::GetTask) => "tasks/get",
+            (Self::V0_3, Operation::CancelTask) => "tasks/cancel",
+            (Self::V0_3, Operation::Subscribe) => "tasks/resubscribe",
+            (Self::V0_3, Operation::ListTasks) => return None,
+        })
+    }
+
+    /// Decodes one stream result or blocking-send result.
+    pub fn decode_event(self, raw: &str) -> StreamEvent {
+        match self {
+            Self::V1 => wire_v1::decode_event(raw),
+            Self::V0_3 => wire_v0_3::decode_event(raw),
+        }
+    }
+
+    /// Decodes a bare Task (GetTask / CancelTask results; same shape in both versions
+    /// apart from 0.3's `kind`, which the model ignores).
+    pub fn decode_task(self, raw: &str) -> Option<Task> {
+        match self {
+            Self::V1 => wire_v1::decode_task(raw),
+            Self::V0_3 => wire_v0_3::decode_task(raw),
+        }
+    }
+
+    /// Params of a send or stream call.
+    pub fn send_params(self, msg: &OutgoingMessage, history_length: Option<u32>) -> Value {
+        match self {
+            Self::V1 => wire_v1::send_params(msg, history_length),
+            Self::V0_3 => wire_v0_3::send_params(msg, history_length),
+        }
+    }
+
+    /// Params of `ListTasks` (1.0 only).
+    pub fn list_params(context_id: &str, page_size: u32, page_token: Option<&str>) -> Value {
+        let mut params = serde_json::json!({
+            "contextId": context_id,
+            "pageSize": page_size,
+            "historyLength": 0,
+        });
+        if let Some(t) = page_token {
+            params["pageToken"] = Value::String(t.to_owned());
+        }
+        params
+    }
+
+    /// Decodes a `ListTasks` result.
+    pub fn decode_task_page(raw: &str) -> Option<TaskPage> {
+        serde_json::from_str(raw).ok()
+    }
+}
+
+/// Keeps JSON we could not classify, for a `RAW` event.
+fn unknown(raw: &str) -> StreamEvent {
+    StreamEvent::Unknown(serde_json::from_str(raw).unwrap_or(Value::Null))
+}
+
+/// A JSON-RPC 2.0 response envelope, borrowed from the frame text.
+#[derive(Debug, Deserialize)]
+pub struct Envelope<'a> {
+    #[serde(borrow, default)]
+    pub result: Option<&'a RawValue>,
+    #[serde(default)]
+    pub error: Option<RpcError>,
+}
+
+/// What one JSON-RPC response carries.
+#[derive(Debug)]
+pub enum Reply<'a> {
+    Result(&'a str),
+    Error(RpcError),
+}
+
+/// Splits a JSON-RPC response into its result or error; `None` if it is neither.
+pub fn parse_envelope(text: &str) -> Option<Reply<'_>> {
+    let env: Envelope<'_> = serde_json::from_str(text).ok()?;
+    match (env.error, env.result) {
+        (Some(e), _) => Some(Reply::Error(e)),
+        (None, Some(r)) => Some(Reply::Result(r.get())),
+        (None, None) => None,
+    }
+}
+
+/// A JSON-RPC request body.
+pub fn request_body(id: u64, method: &str, params: Value) -> Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}

@@ -1,0 +1,299 @@
+//! The A2A JSON-RPC client: one [`Client`] per upstream endpoint, both protocol versions.
+//!
+//! Lenient where upstreams are sloppy (DESIGN §6): a streaming call may be answered with
+//! plain JSON (a JSON-RPC error before the stream starts, or a single result), SSE may use
+//! CRLF and `:` comment frames, and errors inside a stream come as `event: error` frames (1.0)
+//! or plain `data:` frames (0.3). Every 1.0 call carries `A2A-Version: 1.0` (a2a-sdk treats a
+//! missing header as 0.3 and answers -32009). Timeouts between events are the caller's job.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+
+use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
+use super::{parse_envelope, request_body, Operation, Reply};
+
+/// Why a call to the upstream did not give a usable answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    /// Connection refused, DNS, TLS, timeout, a non-2xx status, a cut body.
+    #[error("upstream unavailable: {0}")]
+    Unavailable(String),
+    /// The upstream answered with a JSON-RPC error.
+    #[error("upstream error {}: {}", .0.code, .0.message)]
+    Rpc(RpcError),
+    /// The upstream answered something that is not A2A.
+    #[error("invalid upstream response: {0}")]
+    Invalid(String),
+    /// One upstream event exceeded `limits.max_event_bytes`.
+    #[error("upstream event of {size} bytes exceeds the limit of {limit} bytes")]
+    EventTooLarge { size: usize, limit: usize },
+    /// The operation does not exist in the upstream's protocol version.
+    #[error("{0} is not supported by A2A {1}")]
+    Unsupported(&'static str, &'static str),
+}
+
+/// A stream of upstream events; ends after an error item.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ClientError>> + Send>>;
+
+/// Where and how to reach one upstream agent.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub url: url::Url,
+    pub version: ProtocolVersion,
+    /// Static headers from config (already resolved from their references).
+    pub headers: HeaderMap,
+}
+
+/// A JSON-RPC client for one endpoint.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    endpoint: Endpoint,
+    max_event_bytes: usize,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Client {
+    /// A client sharing the connection pool of `http`.
+    pub fn new(http: reqwest::Client, endpoint: Endpoint, max_event_bytes: usize) -> Self {
+        Self {
+            http,
+            endpoint,
+            max_event_bytes,
+        }
+    }
+
+    /// The endpoint's protocol version.
+    pub fn version(&self) -> ProtocolVersion {
+        self.endpoint.version
+    }
+
+    fn method(&self, op: Operation, name: &'static str) -> Result<&'static str, ClientError> {
+        self.endpoint
+            .version
+            .method(op)
+            .ok_or(ClientError::Unsupported(
+                name,
+                self.endpoint.version.as_str(),
+            ))
+    }
+
+    async fn post(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+        streaming: bool,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response, ClientError> {
+        let body = request_body(NEXT_ID.fetch_add(1, Ordering::Relaxed), method, params);
+        let mut req = self
+            .http
+            .post(self.endpoint.url.clone())
+            .headers(self.endpoint.headers.clone())
+            .header(
+                ACCEPT,
+                if streaming {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            )
+            .json(&body);
+        // A2A 1.0 §3.6: the version header on every call; 0.3 servers expect none.
+        if self.endpoint.version == ProtocolVersion::V1 {
+            req = req.header("A2A-Version", HeaderValue::from_static("1.0"));
+        }
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| ClientError::Unavailable(describe(&e)))?;
+        if !resp.status().is_success() {
+            return Err(ClientError::Unavailable(format!(
+                "HTTP {} from {}",
+                resp.status(),
+                self.endpoint.url
+            )));
+        }
+        Ok(resp)
+    }
+
+    /// A unary call: the result text of a JSON-RPC response.
+    async fn call(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+        timeout: Option<Duration>,
+    ) -> Result<String, ClientError> {
+        let resp = self.post(method, params, false, timeout).await?;
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| ClientError::Unavailable(describe(&e)))?;
+        match parse_envelope(&text) {
+            Some(Reply::Result(r)) => Ok(r.to_owned()),
+            Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+            None => Err(ClientError::Invalid(truncate(&text))),
+        }
+    }
+
+    /// `SendStreamingMessage` / `message/stream`.
+    pub async fn stream_message(
+        &self,
+        msg: &OutgoingMessage,
+        history_length: Option<u32>,
+    ) -> Result<EventStream, ClientError> {
+        let method = self.method(Operation::Stream, "SendStreamingMessage")?;
+        let params = self.endpoint.version.send_params(msg, history_length);
+        self.open_stream(method, params).await
+    }
+
+    /// `SubscribeToTask` / `tasks/resubscribe`.
+    pub async fn subscribe(&self, task_id: &str) -> Result<EventStream, ClientError> {
+        let method = self.method(Operation::Subscribe, "SubscribeToTask")?;
+        self.open_stream(method, serde_json::json!({ "id": task_id }))
+            .await
+    }
+
+    /// `SendMessage` / `message/send` (blocking): a Task or a Message.
+    pub async fn send_message(
+        &self,
+        msg: &OutgoingMessage,
+        history_length: Option<u32>,
+        timeout: Option<Duration>,
+    ) -> Result<StreamEvent, ClientError> {
+        let method = self.method(Operation::Send, "SendMessage")?;
+        let params = self.endpoint.version.send_params(msg, history_length);
+        let result = self.call(method, params, timeout).await?;
+        Ok(self.endpoint.version.decode_event(&result))
+    }
+
+    /// `GetTask` / `tasks/get`.
+    pub async fn get_task(
+        &self,
+        task_id: &str,
+        history_length: Option<u32>,
+    ) -> Result<Task, ClientError> {
+        let method = self.method(Operation::GetTask, "GetTask")?;
+        let mut params = serde_json::json!({ "id": task_id });
+        if let Some(n) = history_length {
+            params["historyLength"] = n.into();
+        }
+        let result = self.call(method, params, None).await?;
+        self.endpoint
+            .version
+            .decode_task(&result)
+            .ok_or_else(|| ClientError::Invalid(truncate(&result)))
+    }
+
+    /// `CancelTask` / `tasks/cancel`.
+    pub async fn cancel_task(&self, task_id: &str) -> Result<Task, ClientError> {
+        let method = self.method(Operation::CancelTask, "CancelTask")?;
+        let result = self
+            .call(method, serde_json::json!({ "id": task_id }), None)
+            .await?;
+        self.endpoint
+            .version
+            .decode_task(&result)
+            .ok_or_else(|| ClientError::Invalid(truncate(&result)))
+    }
+
+    /// `ListTasks` filtered by context (1.0 only; newest first).
+    pub async fn list_tasks(
+        &self,
+        context_id: &str,
+        page_size: u32,
+        page_token: Option<&str>,
+    ) -> Result<TaskPage, ClientError> {
+        let method = self.method(Operation::ListTasks, "ListTasks")?;
+        let params = ProtocolVersion::list_params(context_id, page_size, page_token);
+        let result = self.call(method, params, None).await?;
+        ProtocolVersion::decode_task_page(&result)
+            .ok_or_else(|| ClientError::Invalid(truncate(&result)))
+    }
+
+    async fn open_stream(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<EventStream, ClientError> {
+        let resp = self.post(method, params, true, None).await?;
+        let version = self.endpoint.version;
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if !is_sse {
+            // Errors detected before the first event come back as plain JSON (a2a-sdk 1.3.0,
+            // transcripts §2.16, §3.11); a non-streaming server may also answer a single result.
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| ClientError::Unavailable(describe(&e)))?;
+            return match parse_envelope(&text) {
+                Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+                Some(Reply::Result(r)) => {
+                    let event = version.decode_event(r);
+                    Ok(Box::pin(futures::stream::iter([Ok(event)])))
+                }
+                None => Err(ClientError::Invalid(truncate(&text))),
+            };
+        }
+        let limit = self.max_event_bytes;
+        let frames = resp.bytes_stream().eventsource();
+        let events = frames.filter_map(move |frame| {
+            let item = match frame {
+                Err(e) => Some(Err(ClientError::Unavailable(format!(
+                    "upstream stream broke: {e}"
+                )))),
+                Ok(ev) if ev.data.trim().is_empty() => None,
+                Ok(ev) if ev.data.len() > limit => Some(Err(ClientError::EventTooLarge {
+                    size: ev.data.len(),
+                    limit,
+                })),
+                // 1.0 marks error frames with `event: error`, 0.3 does not: the envelope
+                // decides either way.
+                Ok(ev) => Some(match parse_envelope(&ev.data) {
+                    Some(Reply::Result(r)) => Ok(version.decode_event(r)),
+                    Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+                    None => Err(ClientError::Invalid(truncate(&ev.data))),
+                }),
+            };
+            futures::future::ready(item)
+        });
+        Ok(Box::pin(events))
+    }
+}
+
+fn describe(e: &reqwest::Error) -> String {
+    use std::error::Error;
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
+}
+
+fn truncate(text: &str) -> String {
+    const MAX: usize = 200;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}

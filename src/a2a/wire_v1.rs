@@ -1,0 +1,98 @@
+//! A2A 1.0 JSON-RPC wire codec (ProtoJSON).
+//!
+//! 1.0 discriminates by member name: a stream result holds exactly one of `task`, `message`,
+//! `statusUpdate`, `artifactUpdate` (A2A 1.0 §3.2.3); parts are `{"text"}`, `{"raw"}`,
+//! `{"url"}` or `{"data"}`; enums are `TASK_STATE_*` / `ROLE_*`. Every request carries
+//! `A2A-Version: 1.0` (added by the client), without which a2a-sdk answers -32009.
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::model::{
+    ArtifactUpdate, Message, OutgoingMessage, Part, PartContent, StatusUpdate, StreamEvent, Task,
+};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StreamResponse {
+    task: Option<Task>,
+    message: Option<Message>,
+    status_update: Option<StatusUpdate>,
+    artifact_update: Option<ArtifactUpdate>,
+}
+
+/// Decodes a `StreamResponse` / `SendMessageResponse` result.
+pub(super) fn decode_event(raw: &str) -> StreamEvent {
+    match serde_json::from_str::<StreamResponse>(raw) {
+        Ok(StreamResponse { task: Some(t), .. }) => StreamEvent::Task(t),
+        Ok(StreamResponse {
+            message: Some(m), ..
+        }) => StreamEvent::Message(m),
+        Ok(StreamResponse {
+            status_update: Some(s),
+            ..
+        }) => StreamEvent::StatusUpdate(s),
+        Ok(StreamResponse {
+            artifact_update: Some(a),
+            ..
+        }) => StreamEvent::ArtifactUpdate(a),
+        _ => super::unknown(raw),
+    }
+}
+
+/// Decodes a bare Task (`GetTask`, `CancelTask` results).
+pub(super) fn decode_task(raw: &str) -> Option<Task> {
+    serde_json::from_str(raw).ok()
+}
+
+fn encode_part(part: &Part) -> Value {
+    let mut obj = Map::new();
+    match &part.content {
+        PartContent::Text(t) => obj.insert("text".into(), json!(t)),
+        PartContent::Bytes(b) => obj.insert("raw".into(), json!(b)),
+        PartContent::Url(u) => obj.insert("url".into(), json!(u)),
+        PartContent::Data(d) => obj.insert("data".into(), d.clone()),
+        PartContent::Unknown(v) => return v.clone(),
+    };
+    if let Some(m) = &part.media_type {
+        obj.insert("mediaType".into(), json!(m));
+    }
+    if let Some(f) = &part.filename {
+        obj.insert("filename".into(), json!(f));
+    }
+    if let Some(m) = &part.metadata {
+        obj.insert("metadata".into(), m.clone());
+    }
+    Value::Object(obj)
+}
+
+/// Encodes a user message.
+pub(super) fn encode_message(msg: &OutgoingMessage) -> Value {
+    let mut obj = Map::new();
+    obj.insert("messageId".into(), json!(msg.message_id));
+    obj.insert("role".into(), json!("ROLE_USER"));
+    obj.insert(
+        "parts".into(),
+        Value::Array(msg.parts.iter().map(encode_part).collect()),
+    );
+    if let Some(c) = &msg.context_id {
+        obj.insert("contextId".into(), json!(c));
+    }
+    if let Some(t) = &msg.task_id {
+        obj.insert("taskId".into(), json!(t));
+    }
+    if let Some(m) = &msg.metadata {
+        obj.insert("metadata".into(), m.clone());
+    }
+    Value::Object(obj)
+}
+
+/// `SendMessage` / `SendStreamingMessage` params. 1.0 sends block by default
+/// (`returnImmediately: false`), so no configuration is needed for a blocking send.
+pub(super) fn send_params(msg: &OutgoingMessage, history_length: Option<u32>) -> Value {
+    let mut params = json!({ "message": encode_message(msg) });
+    if let Some(n) = history_length {
+        params["configuration"] = json!({ "historyLength": n });
+    }
+    params
+}

@@ -1,0 +1,159 @@
+//! AG-UI 1.0 events the gateway emits (a subset of `@ag-ui/core` 1.0.0 `EventSchema`).
+//!
+//! Invariants every value upholds on the wire: `type` is SCREAMING_SNAKE_CASE, fields are
+//! camelCase, and an optional field is omitted, never `null` (a `null` in an optional field
+//! fails the run in `@ag-ui/client` 1.0.0). Bridge-specific data lives in `metadata` under
+//! the `a2a` key, never in undeclared fields (the client strips those).
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Role of a text message; the gateway only speaks for the agent.
+pub const ASSISTANT: &str = "assistant";
+
+/// One AG-UI event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "SCREAMING_SNAKE_CASE",
+    rename_all_fields = "camelCase"
+)]
+pub enum Event {
+    RunStarted {
+        thread_id: String,
+        run_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metadata: Option<Value>,
+    },
+    RunFinished {
+        thread_id: String,
+        run_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<Outcome>,
+    },
+    RunError {
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+    },
+    TextMessageStart {
+        message_id: String,
+        role: &'static str,
+    },
+    TextMessageContent {
+        message_id: String,
+        delta: String,
+    },
+    TextMessageEnd {
+        message_id: String,
+    },
+    StateSnapshot {
+        snapshot: Value,
+    },
+    /// RFC 6902 operations, each applying cleanly to the state before it.
+    StateDelta {
+        delta: Vec<Value>,
+    },
+    MessagesSnapshot {
+        messages: Vec<Value>,
+    },
+    ActivitySnapshot {
+        message_id: String,
+        activity_type: String,
+        content: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        replace: Option<bool>,
+    },
+    ActivityDelta {
+        message_id: String,
+        activity_type: String,
+        patch: Vec<Value>,
+    },
+    Raw {
+        event: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+    },
+}
+
+impl Event {
+    /// `RUN_FINISHED` and `RUN_ERROR` end a run; nothing may follow them.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::RunFinished { .. } | Self::RunError { .. })
+    }
+
+    /// A `RUN_ERROR` with a machine-readable code.
+    pub fn run_error(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::RunError {
+            message: message.into(),
+            code: Some(code.into()),
+        }
+    }
+}
+
+/// `RUN_FINISHED.outcome`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Outcome {
+    Success,
+    Interrupt {
+        interrupts: Vec<Interrupt>,
+    },
+    /// AG-UI 1.0 only; 0.0.x clients reject it (agui.md §10).
+    Cancelled,
+}
+
+/// One open question of an interrupted run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interrupt {
+    pub id: String,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+/// Encodes one event as an SSE `data:` payload (compact JSON, no newlines).
+pub fn encode(event: &Event) -> String {
+    // Serializing these types cannot fail: every key is a string and no map is keyed by
+    // anything else.
+    serde_json::to_string(event).unwrap_or_else(|e| {
+        format!(r#"{{"type":"RUN_ERROR","message":"encoding failed: {e}","code":"internal"}}"#)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn wire_shape_omits_absent_fields() {
+        let e = Event::RunFinished {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            outcome: Some(Outcome::Success),
+        };
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {"type": "success"}})
+        );
+        let e = Event::RunError {
+            message: "m".into(),
+            code: None,
+        };
+        assert_eq!(encode(&e), r#"{"type":"RUN_ERROR","message":"m"}"#);
+        let e = Event::TextMessageStart {
+            message_id: "m".into(),
+            role: ASSISTANT,
+        };
+        assert_eq!(
+            encode(&e),
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! Building and serving the gateway: `build(Settings) -> App`, `App::serve(listener,
+//! shutdown)`. `main` only parses flags, sets up logging and calls these, so tests and the
+//! benchmark run exactly the same app.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::binding::BindingStore;
+use crate::config::{AgentSettings, BindingStoreKind, ContextIds, Settings};
+use crate::http::{self, AppState};
+use crate::registry::Registry;
+
+/// A built gateway, ready to serve.
+pub struct App {
+    pub router: axum::Router,
+    pub registry: Arc<Registry>,
+    pub settings: Settings,
+}
+
+/// Why the gateway could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("cannot start the demo agent: {0}")]
+    Demo(std::io::Error),
+    #[error("binding_store: {0}")]
+    Store(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(reqwest::Error),
+}
+
+/// Builds the app: starts the demo agent if asked, and the card refresher.
+pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
+    if settings.demo {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(BuildError::Demo)?;
+        let base = crate::demo::spawn(listener)
+            .await
+            .map_err(BuildError::Demo)?;
+        tracing::info!(url = %base, "demo agent listening");
+        settings.agents.push(AgentSettings {
+            name: "demo".into(),
+            url: url::Url::parse(&base).expect("a loopback URL"),
+            protocol: None,
+            context_ids: ContextIds::Server,
+            cancel_on_disconnect: false,
+            headers: Default::default(),
+        });
+    }
+    let bindings = match &settings.binding_store {
+        BindingStoreKind::Memory => BindingStore::memory(),
+        BindingStoreKind::Redis(url) => {
+            return Err(BuildError::Store(format!(
+                "{url}: the redis binding store is not available in this version; use memory"
+            )))
+        }
+    };
+    let http = reqwest::Client::builder()
+        .connect_timeout(settings.timeouts.connect)
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(64)
+        .build()
+        .map_err(BuildError::Http)?;
+    let registry = Arc::new(Registry::new(
+        settings.agents.clone(),
+        http,
+        settings.timeouts.connect + settings.timeouts.connect,
+        settings.limits.max_event_bytes,
+    ));
+    registry.clone().spawn_refresher();
+    let state = AppState {
+        registry: registry.clone(),
+        bindings: Arc::new(bindings),
+        limits: settings.limits.clone(),
+        timeouts: settings.timeouts,
+        runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs)),
+    };
+    Ok(App {
+        router: http::router(state),
+        registry,
+        settings,
+    })
+}
+
+impl App {
+    /// Serves until `shutdown` resolves, then lets open runs drain for at most
+    /// `timeouts.shutdown_drain`.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let drain = self.settings.timeouts.shutdown_drain;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = axum::serve(listener, self.router).with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(());
+        });
+        let server = tokio::spawn(async move { server.await });
+        tokio::select! {
+            r = server => r.unwrap_or(Ok(())),
+            _ = async {
+                let _ = stop_rx.await;
+                tokio::time::sleep(drain).await;
+            } => {
+                tracing::warn!("shutdown drain elapsed; closing open runs");
+                Ok(())
+            }
+        }
+    }
+}

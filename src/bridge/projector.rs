@@ -1,0 +1,695 @@
+//! The projection A2A -> AG-UI (DESIGN §6, `docs/mapping.md`): pure, synchronous, no I/O,
+//! no clock, no randomness.
+//!
+//! Invariants of the events a [`Projector`] returns, over its whole life:
+//! - `RUN_STARTED` comes first (held back until the A2A contextId is known, DESIGN §4),
+//!   immediately followed by one `STATE_SNAPSHOT`;
+//! - exactly one terminal event (`RUN_FINISHED` or `RUN_ERROR`) comes last, and nothing after;
+//! - every `TEXT_MESSAGE_START` is closed before `RUN_FINISHED`;
+//! - every `STATE_DELTA` applies cleanly to the state before it (checked on the shadow);
+//! - 1.0-only shapes (`cancelled` outcome) only for clients that declared AG-UI 1.0.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Map, Value};
+
+use super::interrupt;
+use super::state::{add, escape, is_pointer, Shadow};
+use crate::a2a::model::{
+    Artifact, ArtifactUpdate, Message, Part, PartContent, Role, StatusUpdate, StreamEvent, Task,
+    TaskState, TaskStatus,
+};
+use crate::agui::event::ASSISTANT;
+use crate::agui::{Event, Interrupt, Outcome};
+
+/// What the projector needs to know about the run before the first upstream event.
+#[derive(Debug, Clone, Default)]
+pub struct RunFrame {
+    pub thread_id: String,
+    pub run_id: String,
+    /// The client declared AG-UI 1.0 (`protocolVersion: "1.0"`).
+    pub v1_client: bool,
+    pub client_state: Option<Value>,
+    /// Known before the run (resume, explicit ids, client context ids).
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    /// `limits.max_artifact_bytes_per_run`.
+    pub max_artifact_bytes: usize,
+}
+
+/// Error codes of `RUN_ERROR` events (DESIGN §6).
+pub mod codes {
+    pub const TASK_FAILED: &str = "a2a_task_failed";
+    pub const TASK_REJECTED: &str = "a2a_task_rejected";
+    pub const UPSTREAM_UNAVAILABLE: &str = "upstream_unavailable";
+    pub const UPSTREAM_STREAM_ENDED: &str = "upstream_stream_ended";
+    pub const UPSTREAM_INVALID: &str = "upstream_invalid_response";
+    pub const LIMIT_EXCEEDED: &str = "limit_exceeded";
+    pub const TIMEOUT: &str = "upstream_timeout";
+    pub const BAD_RESUME: &str = "invalid_resume";
+    pub const INTERNAL: &str = "internal_error";
+
+    /// `a2a_error_<code>` for a JSON-RPC error from the upstream.
+    pub fn rpc(code: i64) -> String {
+        format!("a2a_error_{code}")
+    }
+}
+
+#[derive(Debug)]
+struct ArtifactTrack {
+    pointer: String,
+    text: String,
+    message_id: String,
+    message_open: bool,
+}
+
+/// Projects one run's A2A stream into AG-UI events.
+#[derive(Debug)]
+pub struct Projector {
+    frame: RunFrame,
+    started: bool,
+    finished: bool,
+    shadow: Option<Shadow>,
+    saw_task: bool,
+    saw_reply: bool,
+    /// The status/agent message currently open, if any.
+    open_message: Option<String>,
+    /// Text projected so far per AG-UI message id.
+    texts: HashMap<String, String>,
+    closed: HashSet<String>,
+    artifacts: HashMap<String, ArtifactTrack>,
+    surfaces: HashSet<String>,
+    artifact_bytes: usize,
+    anonymous: usize,
+}
+
+impl Projector {
+    /// A projector for one run.
+    pub fn new(frame: RunFrame) -> Self {
+        Self {
+            frame,
+            started: false,
+            finished: false,
+            shadow: None,
+            saw_task: false,
+            saw_reply: false,
+            open_message: None,
+            texts: HashMap::new(),
+            closed: HashSet::new(),
+            artifacts: HashMap::new(),
+            surfaces: HashSet::new(),
+            artifact_bytes: 0,
+            anonymous: 0,
+        }
+    }
+
+    /// True once the terminal event was returned.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The A2A context id bound to this run, once known.
+    pub fn context_id(&self) -> Option<&str> {
+        self.frame.context_id.as_deref()
+    }
+
+    /// The A2A task id of this run, once known.
+    pub fn task_id(&self) -> Option<&str> {
+        self.frame.task_id.as_deref()
+    }
+
+    /// `RUN_STARTED` + `STATE_SNAPSHOT` right away when the context is already known;
+    /// otherwise nothing (they wait for the first upstream event).
+    pub fn start(&mut self) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.frame.context_id.is_some() {
+            self.ensure_started(&mut out);
+        }
+        out
+    }
+
+    /// Projects one upstream event.
+    pub fn apply(&mut self, event: &StreamEvent) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        if self.frame.context_id.is_none() {
+            self.frame.context_id = event.context_id().map(str::to_owned);
+        }
+        if self.frame.task_id.is_none() && !matches!(event, StreamEvent::Message(_)) {
+            self.frame.task_id = event.task_id().map(str::to_owned);
+        }
+        self.ensure_started(&mut out);
+        match event {
+            StreamEvent::Task(task) => self.on_task(task, &mut out),
+            StreamEvent::Message(msg) => {
+                self.on_message(msg, &mut out);
+                // A message before any task is the whole reply (A2A 1.0 §3.1.2).
+                if !self.saw_task {
+                    self.saw_reply = true;
+                    self.finish_success(&mut out);
+                }
+            }
+            StreamEvent::StatusUpdate(update) => self.on_status(update, &mut out),
+            StreamEvent::ArtifactUpdate(update) => self.on_artifact_update(update, &mut out),
+            StreamEvent::Unknown(raw) => out.push(raw_event(raw.clone())),
+        }
+        out
+    }
+
+    /// The upstream stream ended. `Some` with the closing events if the run is complete
+    /// (or was already finished); `None` if the task is still open and needs recovery.
+    pub fn end_of_stream(&mut self) -> Option<Vec<Event>> {
+        if self.finished {
+            return Some(Vec::new());
+        }
+        if self.saw_reply {
+            let mut out = Vec::new();
+            self.finish_success(&mut out);
+            return Some(out);
+        }
+        None
+    }
+
+    /// Ends the run with `RUN_ERROR` (no-op if already finished).
+    pub fn fail(&mut self, code: &str, message: &str) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        self.ensure_started(&mut out);
+        self.close_messages(&mut out);
+        self.finished = true;
+        out.push(Event::run_error(code, message));
+        out
+    }
+
+    /// Ends the run as cancelled: `{type: "cancelled"}` for 1.0 clients, a plain
+    /// `RUN_FINISHED` for older ones (DESIGN §6).
+    pub fn cancelled(&mut self) -> Vec<Event> {
+        let mut out = Vec::new();
+        if !self.finished {
+            self.ensure_started(&mut out);
+            self.finish_cancelled(&mut out);
+        }
+        out
+    }
+
+    /// Emits a `STATE_DELTA` for `ops` after applying them to the shadow. Ops that would
+    /// not apply are dropped with a `RAW` note, never sent.
+    pub fn delta(&mut self, ops: Vec<Value>, out: &mut Vec<Event>) {
+        if ops.is_empty() {
+            return;
+        }
+        let shadow = self.shadow.as_mut().expect("started before any delta");
+        match shadow.apply(&ops) {
+            Ok(()) => out.push(Event::StateDelta { delta: ops }),
+            Err(e) => out.push(raw_event(
+                json!({"gatewayNote": "state patch skipped", "reason": e, "patch": ops}),
+            )),
+        }
+    }
+
+    fn ensure_started(&mut self, out: &mut Vec<Event>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let mut a2a = Map::new();
+        if let Some(c) = &self.frame.context_id {
+            a2a.insert("contextId".into(), json!(c));
+        }
+        if let Some(t) = &self.frame.task_id {
+            a2a.insert("taskId".into(), json!(t));
+        }
+        out.push(Event::RunStarted {
+            thread_id: self.frame.thread_id.clone(),
+            run_id: self.frame.run_id.clone(),
+            metadata: (!a2a.is_empty()).then(|| json!({ "a2a": a2a })),
+        });
+        let shadow = Shadow::new(
+            self.frame.client_state.as_ref(),
+            self.frame.context_id.as_deref(),
+        );
+        out.push(Event::StateSnapshot {
+            snapshot: shadow.snapshot(),
+        });
+        self.shadow = Some(shadow);
+    }
+
+    fn on_task(&mut self, task: &Task, out: &mut Vec<Event>) {
+        self.saw_task = true;
+        for artifact in &task.artifacts {
+            self.on_artifact(&task.id, artifact, false, true, out);
+        }
+        self.on_status_of(&task.id, task.context_id.as_deref(), &task.status, out);
+    }
+
+    fn on_status(&mut self, update: &StatusUpdate, out: &mut Vec<Event>) {
+        self.saw_task = true;
+        self.on_status_of(
+            &update.task_id,
+            update.context_id.as_deref(),
+            &update.status,
+            out,
+        );
+    }
+
+    fn on_status_of(
+        &mut self,
+        task_id: &str,
+        context_id: Option<&str>,
+        status: &TaskStatus,
+        out: &mut Vec<Event>,
+    ) {
+        let state = &status.state;
+        // Failure and cancel texts go to RUN_ERROR / state, not to the chat.
+        let chat = !matches!(
+            state,
+            TaskState::Failed | TaskState::Rejected | TaskState::Canceled
+        );
+        if let (Some(msg), true) = (&status.message, chat) {
+            self.on_message(msg, out);
+        }
+        let status_text = status.message.as_ref().map(Message::text);
+        let mut task = Map::new();
+        task.insert("id".into(), json!(task_id));
+        task.insert("state".into(), json!(state.as_str()));
+        if let Some(text) = status_text.as_ref().filter(|t| !t.is_empty()) {
+            task.insert("message".into(), json!(text));
+        }
+        if let Some(ts) = &status.timestamp {
+            task.insert("updatedAt".into(), json!(ts));
+        }
+        self.delta(vec![add("/a2a/task", Value::Object(task))], out);
+        let message = status_text.filter(|t| !t.is_empty());
+        match state {
+            TaskState::Completed => self.finish_success(out),
+            TaskState::Canceled => self.finish_cancelled(out),
+            TaskState::Failed => {
+                let m = message.unwrap_or_else(|| "The A2A task failed.".into());
+                out.extend(self.fail(codes::TASK_FAILED, &m));
+            }
+            TaskState::Rejected => {
+                let m = message.unwrap_or_else(|| "The A2A agent rejected the task.".into());
+                out.extend(self.fail(codes::TASK_REJECTED, &m));
+            }
+            TaskState::InputRequired | TaskState::AuthRequired => {
+                let context = context_id.or(self.frame.context_id.as_deref());
+                let pending =
+                    interrupt::Pending::from_status(task_id, context.unwrap_or_default(), status);
+                self.finish_interrupted(pending, out);
+            }
+            TaskState::Submitted | TaskState::Working | TaskState::Unknown(_) => {}
+        }
+    }
+
+    /// Projects an agent message's parts: text into an assistant text message keyed by the
+    /// A2A messageId, state and A2UI data parts into their events, the rest as `RAW`.
+    fn on_message(&mut self, msg: &Message, out: &mut Vec<Event>) {
+        if msg.role == Role::User {
+            return;
+        }
+        let mut text = String::new();
+        for part in &msg.parts {
+            match &part.content {
+                PartContent::Text(t) => text.push_str(t),
+                PartContent::Data(d) => self.on_data_part(d, part, out),
+                _ => out.push(raw_event(json!({"part": part_json(part)}))),
+            }
+        }
+        if text.is_empty() {
+            return;
+        }
+        let id = if msg.message_id.is_empty() {
+            self.anonymous += 1;
+            format!(
+                "{}-message-{}",
+                self.frame.task_id.as_deref().unwrap_or("a2a"),
+                self.anonymous
+            )
+        } else {
+            msg.message_id.clone()
+        };
+        self.stream_text(id, &text, true, out);
+    }
+
+    /// Streams `text` for message `id`. A message re-sent with more text yields only the new
+    /// suffix; text that does not extend what was sent is appended as is.
+    fn stream_text(&mut self, id: String, text: &str, is_status: bool, out: &mut Vec<Event>) {
+        let open = self.texts.contains_key(&id) && !self.closed.contains(&id);
+        let id = if self.closed.contains(&id) {
+            // Re-sent after it was closed: identical text is a repeat, new text a new message.
+            if self.texts.get(&id).is_some_and(|t| t == text) {
+                return;
+            }
+            let mut n = 2;
+            while self.texts.contains_key(&format!("{id}~{n}")) {
+                n += 1;
+            }
+            format!("{id}~{n}")
+        } else {
+            id
+        };
+        if !open {
+            if is_status {
+                if let Some(prev) = self.open_message.take() {
+                    self.close_message(&prev, out);
+                }
+            }
+            out.push(Event::TextMessageStart {
+                message_id: id.clone(),
+                role: ASSISTANT,
+            });
+            if is_status {
+                self.open_message = Some(id.clone());
+            }
+        }
+        let sent = self.texts.entry(id.clone()).or_default();
+        let delta = text.strip_prefix(sent.as_str()).unwrap_or(text).to_owned();
+        sent.push_str(&delta);
+        if !delta.is_empty() {
+            out.push(Event::TextMessageContent {
+                message_id: id,
+                delta,
+            });
+        }
+    }
+
+    fn close_message(&mut self, id: &str, out: &mut Vec<Event>) {
+        if self.closed.insert(id.to_owned()) {
+            out.push(Event::TextMessageEnd {
+                message_id: id.to_owned(),
+            });
+        }
+    }
+
+    fn close_messages(&mut self, out: &mut Vec<Event>) {
+        if let Some(id) = self.open_message.take() {
+            self.close_message(&id, out);
+        }
+        let mut open: Vec<String> = self
+            .artifacts
+            .values_mut()
+            .filter(|a| a.message_open)
+            .map(|a| {
+                a.message_open = false;
+                a.message_id.clone()
+            })
+            .collect();
+        open.sort();
+        for id in open {
+            self.close_message(&id, out);
+        }
+    }
+
+    fn on_data_part(&mut self, data: &Value, part: &Part, out: &mut Vec<Event>) {
+        match data.get("type").and_then(Value::as_str) {
+            // DESIGN §8: an agent may update the app's shared state.
+            Some("agui-state-snapshot") => {
+                if let (Some(snapshot), Some(shadow)) = (data.get("snapshot"), &mut self.shadow) {
+                    shadow.replace_app_state(snapshot);
+                    out.push(Event::StateSnapshot {
+                        snapshot: shadow.snapshot(),
+                    });
+                }
+            }
+            Some("agui-state-delta") => {
+                let ops = data
+                    .get("patch")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                // The gateway's own subtrees are not the agent's to edit.
+                let (own, foreign): (Vec<Value>, Vec<Value>) = ops.into_iter().partition(|op| {
+                    let path = op.get("path").and_then(Value::as_str).unwrap_or("");
+                    path == "/a2a" || path.starts_with("/a2a/")
+                });
+                if !own.is_empty() {
+                    out.push(raw_event(
+                        json!({"gatewayNote": "patch of /a2a ignored", "patch": own}),
+                    ));
+                }
+                self.delta(foreign, out);
+            }
+            // Its schema is surfaced on the interrupt; nothing to stream.
+            Some("a2a.input.request") => {}
+            _ => {
+                if let Some((surface, op)) = a2ui_operation(data) {
+                    self.on_a2ui(surface, op, out);
+                } else {
+                    out.push(raw_event(json!({"part": part_json(part)})));
+                }
+            }
+        }
+    }
+
+    /// A2UI surface operations become one activity message per surface.
+    fn on_a2ui(&mut self, surface: String, op: &Value, out: &mut Vec<Event>) {
+        const KIND: &str = "a2ui-surface";
+        if self.surfaces.insert(surface.clone()) {
+            out.push(Event::ActivitySnapshot {
+                message_id: surface,
+                activity_type: KIND.into(),
+                content: json!({"operations": [op]}),
+                replace: None,
+            });
+        } else {
+            out.push(Event::ActivityDelta {
+                message_id: surface,
+                activity_type: KIND.into(),
+                patch: vec![add("/operations/-", op.clone())],
+            });
+        }
+    }
+
+    fn on_artifact_update(&mut self, update: &ArtifactUpdate, out: &mut Vec<Event>) {
+        self.saw_task = true;
+        self.on_artifact(
+            &update.task_id,
+            &update.artifact,
+            update.append,
+            update.last_chunk,
+            out,
+        );
+    }
+
+    /// DESIGN §6 artifact row: the artifact lives at `/view/artifacts/<id>` (or its
+    /// metadata `path`); `append` adds parts at `/parts/-`; `lastChunk` sets `complete` and
+    /// the final `text`. Text parts also stream as an assistant text message.
+    fn on_artifact(
+        &mut self,
+        task_id: &str,
+        artifact: &Artifact,
+        append: bool,
+        last_chunk: bool,
+        out: &mut Vec<Event>,
+    ) {
+        let size: usize = artifact.parts.iter().map(part_size).sum();
+        self.artifact_bytes += size;
+        if self.artifact_bytes > self.frame.max_artifact_bytes {
+            let msg = format!(
+                "artifacts of this run exceed limits.max_artifact_bytes_per_run ({} bytes)",
+                self.frame.max_artifact_bytes
+            );
+            out.extend(self.fail(codes::LIMIT_EXCEEDED, &msg));
+            return;
+        }
+        let key = if artifact.artifact_id.is_empty() {
+            format!("{task_id}-artifact")
+        } else {
+            artifact.artifact_id.clone()
+        };
+        let chunk_text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
+        let known = self.artifacts.contains_key(&key);
+        let mut ops = Vec::new();
+        if append && known {
+            let track = &self.artifacts[&key];
+            for part in &artifact.parts {
+                ops.push(add(format!("{}/parts/-", track.pointer), part_json(part)));
+            }
+        } else {
+            let pointer = artifact_pointer(&key, artifact.metadata.as_ref());
+            let mut obj = Map::new();
+            obj.insert("artifactId".into(), json!(key));
+            obj.insert("taskId".into(), json!(task_id));
+            if let Some(n) = &artifact.name {
+                obj.insert("name".into(), json!(n));
+            }
+            if let Some(d) = &artifact.description {
+                obj.insert("description".into(), json!(d));
+            }
+            obj.insert(
+                "parts".into(),
+                Value::Array(artifact.parts.iter().map(part_json).collect()),
+            );
+            obj.insert("text".into(), json!(chunk_text));
+            obj.insert("complete".into(), json!(last_chunk));
+            if let Some(m) = &artifact.metadata {
+                obj.insert("metadata".into(), m.clone());
+            }
+            let shadow = self.shadow.as_ref().expect("started");
+            let Some(parents) = shadow.parents_of(&pointer) else {
+                out.push(raw_event(json!({"gatewayNote": "artifact path blocked by a non-object", "path": pointer})));
+                return;
+            };
+            ops.extend(parents);
+            ops.push(add(pointer.clone(), Value::Object(obj)));
+            let message_id = format!("{task_id}:{key}");
+            let track = self.artifacts.entry(key.clone()).or_insert(ArtifactTrack {
+                pointer: pointer.clone(),
+                text: String::new(),
+                message_id,
+                message_open: false,
+            });
+            track.pointer = pointer;
+            track.text.clear();
+        }
+        let track = self.artifacts.get_mut(&key).expect("tracked above");
+        track.text.push_str(&chunk_text);
+        if last_chunk && append && known {
+            ops.push(add(format!("{}/complete", track.pointer), json!(true)));
+            ops.push(add(format!("{}/text", track.pointer), json!(track.text)));
+        }
+        let message_id = track.message_id.clone();
+        let was_open = track.message_open;
+        if !chunk_text.is_empty() && !self.closed.contains(&message_id) {
+            track.message_open = true;
+        }
+        self.delta(ops, out);
+        if !chunk_text.is_empty() && !self.closed.contains(&message_id) {
+            if !was_open {
+                out.push(Event::TextMessageStart {
+                    message_id: message_id.clone(),
+                    role: ASSISTANT,
+                });
+            }
+            out.push(Event::TextMessageContent {
+                message_id: message_id.clone(),
+                delta: chunk_text,
+            });
+        }
+        if last_chunk {
+            if let Some(t) = self.artifacts.get_mut(&key) {
+                if t.message_open {
+                    t.message_open = false;
+                    self.close_message(&message_id, out);
+                }
+            }
+        }
+    }
+
+    fn finish_success(&mut self, out: &mut Vec<Event>) {
+        self.close_messages(out);
+        self.finished = true;
+        out.push(Event::RunFinished {
+            thread_id: self.frame.thread_id.clone(),
+            run_id: self.frame.run_id.clone(),
+            // Pre-1.0 clients read an absent outcome as success (agui.md §2.1).
+            outcome: self.frame.v1_client.then_some(Outcome::Success),
+        });
+    }
+
+    fn finish_cancelled(&mut self, out: &mut Vec<Event>) {
+        self.close_messages(out);
+        self.finished = true;
+        out.push(Event::RunFinished {
+            thread_id: self.frame.thread_id.clone(),
+            run_id: self.frame.run_id.clone(),
+            outcome: self.frame.v1_client.then_some(Outcome::Cancelled),
+        });
+    }
+
+    /// DESIGN §7: close messages, flush state (`/a2a/pendingInterrupts/<id>`), announce the
+    /// activity, then `RUN_FINISHED` with the interrupt outcome.
+    fn finish_interrupted(&mut self, pending: interrupt::Pending, out: &mut Vec<Event>) {
+        self.close_messages(out);
+        let entry = pending.state_entry();
+        self.delta(
+            vec![add(
+                format!("/a2a/pendingInterrupts/{}", escape(&pending.id)),
+                entry,
+            )],
+            out,
+        );
+        out.push(Event::ActivitySnapshot {
+            message_id: pending.id.clone(),
+            activity_type: interrupt::ACTIVITY_TYPE.into(),
+            content: pending.activity_content("awaiting_input"),
+            replace: None,
+        });
+        self.finished = true;
+        out.push(Event::RunFinished {
+            thread_id: self.frame.thread_id.clone(),
+            run_id: self.frame.run_id.clone(),
+            outcome: Some(Outcome::Interrupt {
+                interrupts: vec![Interrupt::from(&pending)],
+            }),
+        });
+    }
+}
+
+fn raw_event(event: Value) -> Event {
+    Event::Raw {
+        event,
+        source: Some("a2a".into()),
+    }
+}
+
+/// `(surfaceId, operation)` if `data` is an A2UI surface operation.
+fn a2ui_operation(data: &Value) -> Option<(String, &Value)> {
+    const OPS: [&str; 4] = [
+        "beginRendering",
+        "surfaceUpdate",
+        "dataModelUpdate",
+        "deleteSurface",
+    ];
+    let obj = data.as_object()?;
+    OPS.iter().find_map(|op| {
+        let body = obj.get(*op)?;
+        let surface = body.get("surfaceId")?.as_str()?;
+        Some((surface.to_owned(), data))
+    })
+}
+
+fn artifact_pointer(key: &str, metadata: Option<&Value>) -> String {
+    metadata
+        .and_then(|m| m.get("path"))
+        .and_then(Value::as_str)
+        .filter(|p| is_pointer(p) && *p != "/a2a" && !p.starts_with("/a2a/"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("/view/artifacts/{}", escape(key)))
+}
+
+/// A part as it appears in projected state (`docs/mapping.md`).
+pub fn part_json(part: &Part) -> Value {
+    let mut obj = match &part.content {
+        PartContent::Text(t) => json!({"type": "text", "text": t}),
+        PartContent::Data(d) => json!({"type": "data", "data": d}),
+        PartContent::Bytes(b) => json!({"type": "file", "bytes": b}),
+        PartContent::Url(u) => json!({"type": "file", "url": u}),
+        PartContent::Unknown(v) => json!({"type": "unknown", "raw": v}),
+    };
+    if let Some(m) = &part.media_type {
+        obj["mediaType"] = json!(m);
+    }
+    if let Some(f) = &part.filename {
+        obj["filename"] = json!(f);
+    }
+    if let Some(m) = &part.metadata {
+        obj["metadata"] = m.clone();
+    }
+    obj
+}
+
+fn part_size(part: &Part) -> usize {
+    match &part.content {
+        PartContent::Text(t) | PartContent::Bytes(t) | PartContent::Url(t) => t.len(),
+        PartContent::Data(v) | PartContent::Unknown(v) => v.to_string().len(),
+    }
+}
+
+#[cfg(test)]
+#[path = "projector_tests.rs"]
+mod tests;

@@ -1,0 +1,610 @@
+//! Projection tests over recorded A2A streams (`fixtures/a2a`), one or more per row of
+//! `docs/mapping.md`, each checked against the run invariants of the module header.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::a2a::model::{ProtocolVersion, RpcError};
+use crate::a2a::{parse_envelope, Reply};
+
+/// An upstream item as the client would yield it.
+enum Item {
+    Event(Box<StreamEvent>),
+    Error(RpcError),
+}
+
+/// Splits an SSE body (CRLF or LF) into `data` payloads, skipping comment frames.
+fn sse_data(body: &str) -> Vec<String> {
+    let body = body.replace("\r\n", "\n");
+    body.split("\n\n")
+        .filter_map(|frame| {
+            let data: Vec<&str> = frame
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            (!data.is_empty()).then(|| data.join("\n"))
+        })
+        .collect()
+}
+
+fn fixture(path: &str) -> String {
+    let full = format!("{}/fixtures/a2a/{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+}
+
+fn version_of(path: &str) -> ProtocolVersion {
+    if path.starts_with("v1/") {
+        ProtocolVersion::V1
+    } else {
+        ProtocolVersion::V0_3
+    }
+}
+
+fn items(path: &str) -> Vec<Item> {
+    let version = version_of(path);
+    let body = fixture(path);
+    let payloads = if path.ends_with(".sse") {
+        sse_data(&body)
+    } else {
+        vec![body]
+    };
+    payloads
+        .iter()
+        .map(|p| match parse_envelope(p).expect("a JSON-RPC envelope") {
+            Reply::Result(r) => Item::Event(Box::new(version.decode_event(r))),
+            Reply::Error(e) => Item::Error(e),
+        })
+        .collect()
+}
+
+fn frame(v1_client: bool) -> RunFrame {
+    RunFrame {
+        thread_id: "thread-1".into(),
+        run_id: "run-1".into(),
+        v1_client,
+        client_state: Some(json!({"app": {"keep": true}})),
+        context_id: None,
+        task_id: None,
+        max_artifact_bytes: 1 << 20,
+    }
+}
+
+/// Feeds a fixture through a projector the way `run.rs` does, ending the stream at EOF.
+fn project_with(path: &str, frame: RunFrame) -> Vec<Value> {
+    let mut p = Projector::new(frame);
+    let mut out = p.start();
+    for item in items(path) {
+        match item {
+            Item::Event(e) => out.extend(p.apply(&e)),
+            Item::Error(e) => out.extend(p.fail(&codes::rpc(e.code), &e.message)),
+        }
+        if p.is_finished() {
+            break;
+        }
+    }
+    match p.end_of_stream() {
+        Some(events) => out.extend(events),
+        None => out.extend(p.fail(codes::UPSTREAM_STREAM_ENDED, "stream ended")),
+    }
+    let events: Vec<Value> = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    check_invariants(&events);
+    events
+}
+
+fn project(path: &str) -> Vec<Value> {
+    project_with(path, frame(true))
+}
+
+fn no_nulls(v: &Value, at: &str) {
+    if let Value::Object(m) = v {
+        for (k, x) in m {
+            assert!(!x.is_null(), "null field {at}/{k}");
+        }
+    }
+}
+
+/// The invariants of every run (module header).
+fn check_invariants(events: &[Value]) {
+    assert_eq!(events[0]["type"], "RUN_STARTED", "{events:#?}");
+    assert_eq!(events[1]["type"], "STATE_SNAPSHOT");
+    let terminal: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "RUN_FINISHED" || e["type"] == "RUN_ERROR")
+        .collect();
+    assert_eq!(terminal.len(), 1, "exactly one terminal event");
+    let last = events.last().unwrap();
+    assert!(last["type"] == "RUN_FINISHED" || last["type"] == "RUN_ERROR");
+    let mut state = Value::Null;
+    let mut open = HashSet::new();
+    let mut seen = HashSet::new();
+    for e in events {
+        no_nulls(e, e["type"].as_str().unwrap());
+        match e["type"].as_str().unwrap() {
+            "STATE_SNAPSHOT" => state = e["snapshot"].clone(),
+            "STATE_DELTA" => {
+                let patch: json_patch::Patch = serde_json::from_value(e["delta"].clone()).unwrap();
+                json_patch::patch(&mut state, &patch)
+                    .unwrap_or_else(|err| panic!("delta {e} does not apply: {err}"));
+            }
+            "TEXT_MESSAGE_START" => {
+                let id = e["messageId"].as_str().unwrap().to_owned();
+                assert!(seen.insert(id.clone()), "message {id} started twice");
+                assert!(open.insert(id));
+            }
+            "TEXT_MESSAGE_CONTENT" => {
+                assert!(open.contains(e["messageId"].as_str().unwrap()));
+                assert_ne!(e["delta"], "", "empty delta");
+            }
+            "TEXT_MESSAGE_END" => assert!(open.remove(e["messageId"].as_str().unwrap())),
+            "RUN_FINISHED" => assert!(open.is_empty(), "open messages at RUN_FINISHED: {open:?}"),
+            _ => {}
+        }
+    }
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// The final state after applying every snapshot and delta.
+fn final_state(events: &[Value]) -> Value {
+    let mut state = Value::Null;
+    for e in events {
+        match e["type"].as_str().unwrap() {
+            "STATE_SNAPSHOT" => state = e["snapshot"].clone(),
+            "STATE_DELTA" => {
+                let patch: json_patch::Patch = serde_json::from_value(e["delta"].clone()).unwrap();
+                json_patch::patch(&mut state, &patch).unwrap();
+            }
+            _ => {}
+        }
+    }
+    state
+}
+
+/// Text per message id, in order of first appearance.
+fn texts(events: &[Value]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in events {
+        let id = e["messageId"].as_str().unwrap_or_default().to_owned();
+        match e["type"].as_str().unwrap() {
+            "TEXT_MESSAGE_START" => out.push((id, String::new())),
+            "TEXT_MESSAGE_CONTENT" => {
+                let slot = out.iter_mut().find(|(i, _)| *i == id).unwrap();
+                slot.1.push_str(e["delta"].as_str().unwrap());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn terminal(events: &[Value]) -> &Value {
+    events.last().unwrap()
+}
+
+#[test]
+fn streamed_text_keeps_a2a_message_ids_in_both_versions() {
+    for path in ["v1/stream-echo.sse", "v0_3/stream-echo.sse"] {
+        let events = project(path);
+        let t: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(
+            t,
+            ["hello ", "brave ", "world ", "hello brave world"],
+            "{path}"
+        );
+        let ids: Vec<String> = texts(&events).into_iter().map(|(i, _)| i).collect();
+        let body = fixture(path);
+        assert!(
+            ids.iter().all(|id| body.contains(id.as_str())),
+            "ids are A2A messageIds"
+        );
+        assert_eq!(
+            terminal(&events)["outcome"],
+            json!({"type": "success"}),
+            "{path}"
+        );
+        let start = &events[0];
+        assert_eq!(start["threadId"], "thread-1");
+        assert!(start["metadata"]["a2a"]["contextId"].is_string());
+        assert!(start["metadata"]["a2a"]["taskId"].is_string());
+        let state = final_state(&events);
+        assert_eq!(state["a2a"]["task"]["state"], "completed");
+        assert_eq!(
+            state["a2a"]["contextId"],
+            start["metadata"]["a2a"]["contextId"]
+        );
+        assert_eq!(state["app"], json!({"keep": true}), "foreign keys survive");
+    }
+}
+
+#[test]
+fn js_sdk_streams_project_the_same_way() {
+    let events = project("js_0_2/stream-echo.sse");
+    let t: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(t, ["hello", " brave", " world"]);
+    assert_eq!(terminal(&events)["type"], "RUN_FINISHED");
+    let events = project("js_0_2/stream-chunks.sse");
+    assert_eq!(
+        texts(&events).len(),
+        4,
+        "distinct messageIds stay distinct messages"
+    );
+}
+
+#[test]
+fn message_re_sent_with_more_text_yields_only_the_delta() {
+    let events = project("synthetic/a2ui-and-unknown.sse");
+    let m1: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["messageId"] == "m1" && e["type"] == "TEXT_MESSAGE_CONTENT")
+        .collect();
+    assert_eq!(m1.len(), 2);
+    assert_eq!(m1[0]["delta"], "Hel");
+    assert_eq!(m1[1]["delta"], "lo");
+}
+
+#[test]
+fn message_only_reply_is_a_success() {
+    for path in [
+        "v1/stream-msg.sse",
+        "v0_3/stream-msg.sse",
+        "v1/send-msg.json",
+        "v0_3/send-msg.json",
+    ] {
+        let events = project(path);
+        assert_eq!(
+            types(&events),
+            [
+                "RUN_STARTED",
+                "STATE_SNAPSHOT",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED"
+            ],
+            "{path}"
+        );
+        assert!(
+            events[0]["metadata"]["a2a"].get("taskId").is_none(),
+            "no task for a message reply"
+        );
+    }
+}
+
+#[test]
+fn artifacts_project_to_state_with_appends_and_stream_as_text() {
+    for path in ["v1/stream-artifact.sse", "v0_3/stream-artifact.sse"] {
+        let events = project(path);
+        let state = final_state(&events);
+        let art = &state["view"]["artifacts"]["artifact-1"];
+        assert_eq!(art["text"], "Hello from artifact.", "{path}");
+        assert_eq!(art["complete"], true);
+        assert_eq!(art["name"], "result.txt");
+        assert_eq!(art["parts"].as_array().unwrap().len(), 3);
+        let deltas: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "STATE_DELTA")
+            .collect();
+        // The append chunks add one part each, never the whole artifact again.
+        let appends = deltas
+            .iter()
+            .filter(|d| {
+                d["delta"][0]["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("/parts/-")
+            })
+            .count();
+        assert_eq!(appends, 2);
+        let t = texts(&events);
+        assert!(t.iter().any(|(_, text)| text == "Hello from artifact."));
+    }
+    let events = project("js_0_2/stream-artifact.sse");
+    let state = final_state(&events);
+    let arts = state["view"]["artifacts"].as_object().unwrap();
+    assert_eq!(arts.len(), 1);
+    let art = arts.values().next().unwrap();
+    assert_eq!(
+        art["text"],
+        "Lorem ipsum dolor sit amet, consectetur adipiscing."
+    );
+}
+
+#[test]
+fn blocking_send_result_projects_aggregated_artifacts() {
+    for path in ["v1/send-artifact.json", "v0_3/send-artifact.json"] {
+        let events = project(path);
+        let state = final_state(&events);
+        assert_eq!(
+            state["view"]["artifacts"]["artifact-1"]["text"], "Hello from artifact.",
+            "{path}"
+        );
+        assert_eq!(terminal(&events)["type"], "RUN_FINISHED");
+    }
+}
+
+#[test]
+fn artifact_paths_from_metadata_are_honoured_but_never_over_a2a() {
+    let events = project("synthetic/a2ui-and-unknown.sse");
+    let state = final_state(&events);
+    assert_eq!(state["docs"]["report"]["text"], "A");
+    assert_eq!(
+        state["view"]["artifacts"]["evil"]["parts"][0]["data"],
+        json!({"x": 1})
+    );
+    assert_eq!(state["a2a"]["task"]["state"], "completed");
+}
+
+#[test]
+fn a2ui_operations_become_activity_events_and_unknown_items_raw() {
+    let events = project("synthetic/a2ui-and-unknown.sse");
+    let snap = events
+        .iter()
+        .find(|e| e["type"] == "ACTIVITY_SNAPSHOT")
+        .unwrap();
+    assert_eq!(snap["messageId"], "s1");
+    assert_eq!(snap["activityType"], "a2ui-surface");
+    let delta = events
+        .iter()
+        .find(|e| e["type"] == "ACTIVITY_DELTA")
+        .unwrap();
+    assert_eq!(delta["patch"][0]["path"], "/operations/-");
+    let raw = events.iter().find(|e| e["type"] == "RAW").unwrap();
+    assert_eq!(raw["source"], "a2a");
+    assert_eq!(raw["event"]["kind"], "push-notification-thing");
+    assert_eq!(terminal(&events)["type"], "RUN_FINISHED");
+}
+
+#[test]
+fn failed_and_rejected_tasks_are_run_errors() {
+    for (path, code, message) in [
+        (
+            "v1/stream-fail.sse",
+            "a2a_task_failed",
+            "Simulated failure.",
+        ),
+        (
+            "v0_3/stream-fail.sse",
+            "a2a_task_failed",
+            "Simulated failure.",
+        ),
+        (
+            "v1/stream-reject.sse",
+            "a2a_task_rejected",
+            "I will not do that.",
+        ),
+        (
+            "v0_3/stream-reject.sse",
+            "a2a_task_rejected",
+            "I will not do that.",
+        ),
+        ("v1/send-fail.json", "a2a_task_failed", "Simulated failure."),
+    ] {
+        let events = project(path);
+        let last = terminal(&events);
+        assert_eq!(last["type"], "RUN_ERROR", "{path}");
+        assert_eq!(last["code"], code);
+        assert_eq!(last["message"], message);
+        assert!(
+            texts(&events).is_empty(),
+            "failure text is not chat: {path}"
+        );
+    }
+    let events = project("js_0_2/stream-fail.sse");
+    assert_eq!(terminal(&events)["code"], "a2a_task_failed");
+}
+
+#[test]
+fn json_rpc_errors_in_a_stream_are_run_errors() {
+    for path in [
+        "v1/stream-crash.sse",
+        "v0_3/stream-crash.sse",
+        "v1/stream-unknown-task.json",
+        "v0_3/stream-unknown-task.sse",
+        "v1/send-crash.json",
+    ] {
+        let events = project(path);
+        let last = terminal(&events);
+        assert_eq!(last["type"], "RUN_ERROR", "{path}");
+        assert!(
+            last["code"].as_str().unwrap().starts_with("a2a_error_-32"),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn a_cut_stream_without_terminal_state_needs_recovery() {
+    let events = project("v1/subscribe-running-cut.sse");
+    assert_eq!(terminal(&events)["code"], "upstream_stream_ended");
+}
+
+#[test]
+fn canceled_is_cancelled_for_v1_clients_and_plain_for_old_ones() {
+    for path in [
+        "v1/cancel-running-origin.sse",
+        "v0_3/cancel-running-origin.sse",
+    ] {
+        let events = project(path);
+        assert_eq!(
+            terminal(&events)["outcome"],
+            json!({"type": "cancelled"}),
+            "{path}"
+        );
+        let events = project_with(path, frame(false));
+        assert!(terminal(&events).get("outcome").is_none(), "{path}");
+        assert_eq!(terminal(&events)["type"], "RUN_FINISHED");
+    }
+}
+
+#[test]
+fn old_clients_get_no_success_outcome() {
+    let events = project_with("v1/stream-echo.sse", frame(false));
+    assert!(terminal(&events).get("outcome").is_none());
+}
+
+#[test]
+fn input_required_finishes_with_an_interrupt() {
+    for path in [
+        "v1/stream-approve.sse",
+        "v0_3/stream-approve.sse",
+        "js_0_2/stream-approve.sse",
+        "v1/send-approve.json",
+    ] {
+        let events = project(path);
+        let last = terminal(&events);
+        let interrupts = last["outcome"]["interrupts"].as_array().unwrap();
+        assert_eq!(last["outcome"]["type"], "interrupt", "{path}");
+        assert_eq!(interrupts.len(), 1);
+        let i = &interrupts[0];
+        assert_eq!(i["reason"], "input_required");
+        let task_id = events[0]["metadata"]["a2a"]["taskId"].as_str().unwrap();
+        assert_eq!(i["metadata"]["a2a"]["taskId"], task_id);
+        assert!(i["id"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("a2a:{task_id}:")));
+        let state = final_state(&events);
+        assert_eq!(
+            state["a2a"]["pendingInterrupts"][i["id"].as_str().unwrap()]["taskId"],
+            task_id
+        );
+        let activity = &events[events.len() - 2];
+        assert_eq!(activity["type"], "ACTIVITY_SNAPSHOT");
+        assert_eq!(activity["content"]["stage"], "awaiting_input");
+        assert_eq!(activity["content"]["taskId"], task_id);
+    }
+}
+
+#[test]
+fn auth_required_uses_the_namespaced_reason() {
+    for path in ["v1/stream-auth.sse", "v0_3/stream-auth.sse"] {
+        let events = project(path);
+        assert_eq!(
+            terminal(&events)["outcome"]["interrupts"][0]["reason"],
+            "a2a:auth_required",
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn a_structured_request_becomes_the_response_schema() {
+    for path in ["v1/stream-form.sse", "v0_3/stream-form.sse"] {
+        let events = project(path);
+        let i = &terminal(&events)["outcome"]["interrupts"][0];
+        assert_eq!(
+            i["responseSchema"]["required"],
+            json!(["approved"]),
+            "{path}"
+        );
+        assert_eq!(i["message"], "Please fill in the approval form.");
+    }
+}
+
+#[test]
+fn follow_up_streams_finish_the_resumed_task() {
+    for path in [
+        "v1/stream-approve-followup.sse",
+        "v0_3/stream-approve-followup.sse",
+        "v1/stream-auth-followup.sse",
+    ] {
+        let mut f = frame(true);
+        f.context_id = Some("known-context".into());
+        let events = project_with(path, f);
+        assert_eq!(terminal(&events)["outcome"]["type"], "success", "{path}");
+        assert!(texts(&events)
+            .iter()
+            .any(|(_, t)| t.starts_with("Approved") || t.starts_with("Authenticated")));
+    }
+}
+
+#[test]
+fn agent_state_deltas_update_the_app_state() {
+    for path in ["v1/stream-state.sse", "v0_3/stream-state.sse"] {
+        let events = project(path);
+        assert_eq!(final_state(&events)["progress"], json!(50.0), "{path}");
+    }
+}
+
+#[test]
+fn run_started_waits_for_the_context_unless_known() {
+    let mut p = Projector::new(frame(true));
+    assert!(
+        p.start().is_empty(),
+        "held back until the contextId is known"
+    );
+    let mut f = frame(true);
+    f.context_id = Some("c".into());
+    let mut p = Projector::new(f);
+    assert_eq!(p.start().len(), 2);
+}
+
+#[test]
+fn failing_before_any_event_still_starts_the_run() {
+    let mut p = Projector::new(frame(true));
+    let events: Vec<Value> = p
+        .fail(codes::UPSTREAM_UNAVAILABLE, "connection refused")
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    check_invariants(&events);
+    assert_eq!(events[2]["code"], "upstream_unavailable");
+    assert!(p.fail("x", "y").is_empty(), "only one terminal event");
+}
+
+#[test]
+fn artifact_byte_limit_ends_the_run() {
+    let mut f = frame(true);
+    f.max_artifact_bytes = 8;
+    let events = project_with("v1/stream-artifact.sse", f);
+    assert_eq!(terminal(&events)["code"], "limit_exceeded");
+}
+
+#[test]
+fn resubscribe_snapshot_does_not_repeat_text() {
+    // The original stream, then the subscribe stream of the same task: the snapshot's
+    // status message was already streamed and must not be sent twice.
+    let mut f = frame(true);
+    f.context_id = None;
+    let mut p = Projector::new(f);
+    let mut out = Vec::new();
+    let origin = items("v1/subscribe-running-origin.sse");
+    let sub = items("v1/subscribe-running.sse");
+    let Item::Event(first) = &sub[0] else {
+        panic!()
+    };
+    let StreamEvent::Task(snapshot) = first.as_ref() else {
+        panic!("snapshot first")
+    };
+    let status_id = snapshot.status.message.as_ref().unwrap().message_id.clone();
+    for item in origin {
+        let Item::Event(e) = item else { continue };
+        let seen = matches!(e.as_ref(), StreamEvent::StatusUpdate(s) if s.status.message.as_ref().is_some_and(|m| m.message_id == status_id));
+        out.extend(p.apply(&e));
+        if seen {
+            break;
+        }
+    }
+    for item in sub {
+        let Item::Event(e) = item else { continue };
+        out.extend(p.apply(&e));
+    }
+    let events: Vec<Value> = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    check_invariants(&events);
+    let starts = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_START" && e["messageId"] == status_id.as_str())
+        .count();
+    assert_eq!(starts, 1);
+}

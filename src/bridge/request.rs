@@ -1,0 +1,461 @@
+//! The forwarding lane AG-UI -> A2A (DESIGN §5, §7, §8): what a run asks the upstream to do.
+//!
+//! Only the new part of the conversation goes upstream — the latest user message, or the
+//! answer to an interrupt — never the transcript: history lives in the A2A server. The user
+//! message's AG-UI id becomes its A2A messageId (DESIGN §4), so history rebuilt from A2A
+//! carries the ids the client already holds. threadId and runId are never sent.
+
+use serde_json::{json, Map, Value};
+
+use super::interrupt;
+use crate::a2a::model::{OutgoingMessage, Part, PartContent};
+use crate::agui::input::{Message, ResumeEntry, ResumeStatus};
+use crate::agui::RunAgentInput;
+
+/// How to talk to the upstream for this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Stream,
+    Send,
+}
+
+/// `forwardedProps.a2a`, parsed and checked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunOptions {
+    pub mode: Option<Mode>,
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    pub subscribe_only: bool,
+    pub history_length: Option<u32>,
+}
+
+/// A request problem found before the stream starts (HTTP 422).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidInput {
+    pub code: &'static str,
+    pub message: String,
+}
+
+fn invalid(code: &'static str, message: impl Into<String>) -> InvalidInput {
+    InvalidInput {
+        code,
+        message: message.into(),
+    }
+}
+
+/// What the run does upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Send a message (new task, or input for a waiting task when `task_id` is set).
+    Send(OutgoingMessage),
+    /// Cancel the waiting task (a `cancelled` resume).
+    Cancel { task_id: String },
+    /// Reattach to a live task without sending anything.
+    Subscribe { task_id: String },
+    /// Refuse the run with `RUN_ERROR` (a resume that cannot be carried out, DESIGN §7).
+    Refuse(BadResume),
+}
+
+/// The parsed intent of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub options: RunOptions,
+    /// Resolved context id, if any source named one (DESIGN §4 order, minus the stores).
+    pub context_id: Option<String>,
+    pub action: Action,
+    /// Interrupts this run resolves (ids), for the activity/state bookkeeping.
+    pub resolves: Vec<String>,
+}
+
+impl RunOptions {
+    /// Parses `forwardedProps.a2a`; wrong types are a 422, unknown keys are ignored.
+    pub fn parse(input: &RunAgentInput) -> Result<Self, InvalidInput> {
+        let Some(props) = input.a2a_props() else {
+            return Ok(Self::default());
+        };
+        let string = |key: &str| -> Result<Option<String>, InvalidInput> {
+            match props.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+                Some(_) => Err(invalid(
+                    "invalid_forwarded_props",
+                    format!("forwardedProps.a2a.{key} must be a non-empty string"),
+                )),
+            }
+        };
+        let mode = match string("mode")?.as_deref() {
+            None => None,
+            Some("stream") => Some(Mode::Stream),
+            Some("send") => Some(Mode::Send),
+            Some(other) => {
+                return Err(invalid(
+                    "invalid_forwarded_props",
+                    format!(
+                        "forwardedProps.a2a.mode must be \"stream\" or \"send\", not {other:?}"
+                    ),
+                ))
+            }
+        };
+        let subscribe_only = match props.get("subscribeOnly") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(invalid(
+                    "invalid_forwarded_props",
+                    "forwardedProps.a2a.subscribeOnly must be a boolean",
+                ))
+            }
+        };
+        let history_length =
+            match props.get("historyLength") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
+                    || {
+                        invalid(
+                            "invalid_forwarded_props",
+                            "forwardedProps.a2a.historyLength must be a non-negative integer",
+                        )
+                    },
+                )?),
+            };
+        Ok(Self {
+            mode,
+            context_id: string("contextId")?,
+            task_id: string("taskId")?,
+            subscribe_only,
+            history_length,
+        })
+    }
+}
+
+/// `state.a2a`, as the gateway projected it on an earlier run.
+fn state_a2a(input: &RunAgentInput) -> Option<&Map<String, Value>> {
+    input.state.as_ref()?.get("a2a")?.as_object()
+}
+
+/// The waiting task recorded in the client's state, if its last known state is interrupted.
+fn waiting_task(input: &RunAgentInput) -> Option<String> {
+    let task = state_a2a(input)?.get("task")?;
+    let state = task.get("state")?.as_str()?;
+    matches!(state, "input-required" | "auth-required")
+        .then(|| task.get("id")?.as_str().map(str::to_owned))
+        .flatten()
+}
+
+/// Interrupt ids the client's state says are open.
+fn pending_ids(input: &RunAgentInput) -> Option<Vec<String>> {
+    let pending = state_a2a(input)?.get("pendingInterrupts")?.as_object()?;
+    Some(pending.keys().cloned().collect())
+}
+
+/// The latest user message of the transcript.
+fn latest_user_message(input: &RunAgentInput) -> Option<&Message> {
+    input.messages.iter().rev().find(|m| m.role == "user")
+}
+
+/// Text, file and data parts of an AG-UI message's content (string or `ContentPart[]`,
+/// including the legacy `binary` part of 0.0.x clients).
+pub fn content_parts(content: Option<&Value>) -> Vec<Part> {
+    match content {
+        Some(Value::String(s)) => vec![Part::text(s.clone())],
+        Some(Value::Array(items)) => items.iter().filter_map(content_part).collect(),
+        Some(other @ Value::Object(_)) => vec![Part::data(other.clone())],
+        _ => Vec::new(),
+    }
+}
+
+fn content_part(item: &Value) -> Option<Part> {
+    let kind = item.get("type")?.as_str()?;
+    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    match kind {
+        "text" => Some(Part::text(str_of(item, "text")?)),
+        "binary" => {
+            let content = if let Some(d) = str_of(item, "data") {
+                PartContent::Bytes(d)
+            } else {
+                PartContent::Url(str_of(item, "url")?)
+            };
+            Some(Part {
+                content,
+                media_type: str_of(item, "mimeType"),
+                filename: str_of(item, "filename"),
+                metadata: None,
+            })
+        }
+        "image" | "audio" | "video" | "document" => {
+            let source = item.get("source")?;
+            let value = str_of(source, "value")?;
+            // File URLs are passed through, never fetched (DESIGN §9).
+            let content = match source.get("type").and_then(Value::as_str) {
+                Some("data") => PartContent::Bytes(value),
+                _ => PartContent::Url(value),
+            };
+            let filename = item.get("metadata").and_then(|m| str_of(m, "filename"));
+            Some(Part {
+                content,
+                media_type: str_of(source, "mimeType"),
+                filename,
+                metadata: None,
+            })
+        }
+        _ => Some(Part::data(item.clone())),
+    }
+}
+
+/// Builds the run's plan. `Err` is a request problem (422 before the stream).
+pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
+    let options = RunOptions::parse(input)?;
+    let context_id = options.context_id.clone().or_else(|| {
+        state_a2a(input)
+            .and_then(|a| a.get("contextId"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    let user = latest_user_message(input);
+    if options.subscribe_only {
+        let task_id = options
+            .task_id
+            .clone()
+            .or_else(|| state_task_id(input))
+            .ok_or_else(|| {
+                invalid(
+                    "no_task",
+                    "subscribeOnly needs a task: forwardedProps.a2a.taskId or state.a2a.task.id",
+                )
+            })?;
+        return Ok(Plan {
+            options,
+            context_id,
+            action: Action::Subscribe { task_id },
+            resolves: Vec::new(),
+        });
+    }
+    if input.resume.is_empty() {
+        let user = user.ok_or_else(|| {
+            invalid(
+                "no_user_message",
+                "messages holds no user message to send to the agent",
+            )
+        })?;
+        // A client without resume support answers a waiting task with a plain message
+        // (DESIGN §7, last rule).
+        let task_id = options.task_id.clone().or_else(|| waiting_task(input));
+        let resolves = if task_id.is_some() {
+            pending_ids(input).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let message = OutgoingMessage {
+            message_id: user.id.clone(),
+            parts: content_parts(user.content.as_ref()),
+            context_id: context_id.clone(),
+            task_id,
+            metadata: None,
+        };
+        if message.parts.is_empty() {
+            return Err(invalid(
+                "empty_message",
+                "the latest user message has no content",
+            ));
+        }
+        return Ok(Plan {
+            options,
+            context_id,
+            action: Action::Send(message),
+            resolves,
+        });
+    }
+    let (action, resolves) = match resume_action(input, context_id.as_deref()) {
+        Ok(resumed) => resumed,
+        Err(refusal) => (Action::Refuse(refusal), Vec::new()),
+    };
+    Ok(Plan {
+        options,
+        context_id,
+        action,
+        resolves,
+    })
+}
+
+fn state_task_id(input: &RunAgentInput) -> Option<String> {
+    state_a2a(input)?
+        .get("task")?
+        .get("id")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Why a resume cannot be carried out (a `RUN_ERROR`, DESIGN §7).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadResume(pub String);
+
+/// Turns `resume[]` into the upstream action. Every entry must be one of our interrupt ids,
+/// all for the same task, and (when the client's state lists open interrupts) cover all
+/// of them and name no other.
+fn resume_action(
+    input: &RunAgentInput,
+    context_id: Option<&str>,
+) -> Result<(Action, Vec<String>), BadResume> {
+    let entries: &[ResumeEntry] = &input.resume;
+    let mut task: Option<&str> = None;
+    for e in entries {
+        let t = interrupt::task_of(&e.interrupt_id)
+            .ok_or_else(|| BadResume(format!("unknown interrupt {:?}", e.interrupt_id)))?;
+        if task.is_some_and(|prev| prev != t) {
+            return Err(BadResume(
+                "resume entries name interrupts of different tasks".into(),
+            ));
+        }
+        task = Some(t);
+    }
+    let task_id = task
+        .ok_or_else(|| BadResume("resume is empty".into()))?
+        .to_owned();
+    if let Some(open) = pending_ids(input).filter(|p| !p.is_empty()) {
+        if let Some(stale) = entries.iter().find(|e| !open.contains(&e.interrupt_id)) {
+            return Err(BadResume(format!(
+                "interrupt {:?} is not open on this thread (stale or unknown)",
+                stale.interrupt_id
+            )));
+        }
+        if let Some(left) = open
+            .iter()
+            .find(|id| !entries.iter().any(|e| &e.interrupt_id == *id))
+        {
+            return Err(BadResume(format!("resume leaves interrupt {left:?} open")));
+        }
+    }
+    let resolves = entries.iter().map(|e| e.interrupt_id.clone()).collect();
+    let entry = &entries[0];
+    if entries.iter().any(|e| e.status == ResumeStatus::Cancelled) {
+        return Ok((Action::Cancel { task_id }, resolves));
+    }
+    let mut parts = Vec::new();
+    match &entry.payload {
+        None => {
+            let user = latest_user_message(input).ok_or_else(|| {
+                BadResume("resume has no payload and the run carries no user message".into())
+            })?;
+            parts.extend(content_parts(user.content.as_ref()));
+        }
+        Some(Value::String(s)) => parts.push(Part::text(s.clone())),
+        Some(payload) => {
+            if let Some(text) = payload.get("text").and_then(Value::as_str) {
+                parts.push(Part::text(text));
+            }
+            parts.push(Part::data(json!({
+                "type": "a2a.input.response",
+                "interruptId": entry.interrupt_id,
+                "payload": payload,
+            })));
+        }
+    }
+    let message_id = latest_user_message(input)
+        .filter(|_| entry.payload.is_none())
+        .map(|m| m.id.clone())
+        .unwrap_or_else(|| format!("{}:response", entry.interrupt_id));
+    let message = OutgoingMessage {
+        message_id,
+        parts,
+        context_id: context_id.map(str::to_owned),
+        task_id: Some(task_id),
+        metadata: None,
+    };
+    Ok((Action::Send(message), resolves))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(v: Value) -> RunAgentInput {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn sends_only_the_latest_user_message_with_its_id() {
+        let i = input(json!({"threadId": "t", "runId": "r", "messages": [
+            {"id": "u1", "role": "user", "content": "first"},
+            {"id": "a1", "role": "assistant", "content": "ok"},
+            {"id": "u2", "role": "user", "content": [{"type": "text", "text": "second"}]}
+        ]}));
+        let p = plan(&i).unwrap();
+        let Action::Send(m) = p.action else { panic!() };
+        assert_eq!(m.message_id, "u2");
+        assert_eq!(m.parts, vec![Part::text("second")]);
+        assert_eq!(
+            m.context_id, None,
+            "a threadId is never sent as a contextId"
+        );
+        assert_eq!(m.task_id, None);
+    }
+
+    #[test]
+    fn context_comes_from_props_then_state() {
+        let base = json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "x"}],
+            "state": {"a2a": {"contextId": "from-state"}}});
+        assert_eq!(
+            plan(&input(base.clone())).unwrap().context_id.as_deref(),
+            Some("from-state")
+        );
+        let mut with_props = base;
+        with_props["forwardedProps"] = json!({"a2a": {"contextId": "from-props"}});
+        assert_eq!(
+            plan(&input(with_props)).unwrap().context_id.as_deref(),
+            Some("from-props")
+        );
+    }
+
+    #[test]
+    fn a_plain_message_answers_a_waiting_task() {
+        let i = input(
+            json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "yes"}],
+            "state": {"a2a": {"contextId": "c", "task": {"id": "T", "state": "input-required"}}}}),
+        );
+        let Action::Send(m) = plan(&i).unwrap().action else {
+            panic!()
+        };
+        assert_eq!(m.task_id.as_deref(), Some("T"));
+        assert_eq!(m.context_id.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn bad_options_and_empty_transcripts_are_rejected() {
+        let bad = input(
+            json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "x"}],
+            "forwardedProps": {"a2a": {"mode": "fast"}}}),
+        );
+        assert_eq!(plan(&bad).unwrap_err().code, "invalid_forwarded_props");
+        let empty = input(json!({"threadId": "t", "runId": "r", "messages": []}));
+        assert_eq!(plan(&empty).unwrap_err().code, "no_user_message");
+    }
+
+    #[test]
+    fn resume_sends_the_answer_to_the_same_task() {
+        let i = input(json!({"threadId": "t", "runId": "r", "messages": [],
+            "state": {"a2a": {"contextId": "c", "pendingInterrupts": {"a2a:T:q": {}}}},
+            "resume": [{"interruptId": "a2a:T:q", "status": "resolved", "payload": {"approved": true, "text": "yes"}}]}));
+        let p = plan(&i).unwrap();
+        assert_eq!(p.resolves, vec!["a2a:T:q".to_owned()]);
+        let Action::Send(m) = p.action else { panic!() };
+        assert_eq!(m.task_id.as_deref(), Some("T"));
+        assert_eq!(m.context_id.as_deref(), Some("c"));
+        assert_eq!(m.parts[0], Part::text("yes"));
+        assert!(
+            matches!(&m.parts[1].content, PartContent::Data(d) if d["type"] == "a2a.input.response")
+        );
+    }
+
+    #[test]
+    fn resume_rejects_stale_and_partial_answers() {
+        let stale = input(json!({"threadId": "t", "runId": "r", "messages": [],
+            "state": {"a2a": {"pendingInterrupts": {"a2a:T:q": {}}}},
+            "resume": [{"interruptId": "a2a:T:old", "status": "resolved", "payload": "y"}]}));
+        assert!(matches!(plan(&stale).unwrap().action, Action::Refuse(_)));
+        let unknown = input(json!({"threadId": "t", "runId": "r", "messages": [],
+            "resume": [{"interruptId": "nope", "status": "resolved", "payload": "y"}]}));
+        assert!(matches!(plan(&unknown).unwrap().action, Action::Refuse(_)));
+    }
+}

@@ -1,0 +1,448 @@
+//! Configuration: the file (YAML or TOML), flags and env, validated into runtime
+//! [`Settings`] (DESIGN §2).
+//!
+//! File types ([`FileConfig`]) mirror the documented keys exactly and reject unknown keys;
+//! runtime types ([`Settings`], [`AgentSettings`]) hold parsed values only (URLs, durations,
+//! resolved header values), so nothing downstream re-validates. Precedence: flags and env
+//! over the file over defaults.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+use url::Url;
+
+use crate::a2a::model::ProtocolVersion;
+
+/// The config file, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub binding_store: Option<String>,
+    pub agents: Vec<AgentConfig>,
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+}
+
+/// One upstream agent, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub name: String,
+    pub url: String,
+    #[serde(default)]
+    pub protocol: ProtocolChoice,
+    #[serde(default)]
+    pub context_ids: ContextIds,
+    #[serde(default)]
+    pub cancel_on_disconnect: bool,
+    /// Header name -> value reference (`env:NAME`, `file:/path`, or a literal).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// `protocol`: detect from the card, or pin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum ProtocolChoice {
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    #[serde(rename = "1.0")]
+    V1,
+    #[serde(rename = "0.3")]
+    V0_3,
+}
+
+impl ProtocolChoice {
+    /// The pinned version, if any.
+    pub fn pinned(self) -> Option<ProtocolVersion> {
+        match self {
+            Self::Auto => None,
+            Self::V1 => Some(ProtocolVersion::V1),
+            Self::V0_3 => Some(ProtocolVersion::V0_3),
+        }
+    }
+}
+
+/// `context_ids`: who mints A2A context ids (DESIGN §4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContextIds {
+    /// The server mints them; the first run of a thread sends none (default).
+    #[default]
+    Server,
+    /// The agent accepts client context ids: the threadId is sent as contextId.
+    Client,
+}
+
+/// `limits`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_event_bytes: usize,
+    pub max_events_per_run: u64,
+    pub max_artifact_bytes_per_run: usize,
+    pub max_concurrent_runs: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 8 * 1024 * 1024,
+            max_event_bytes: 4 * 1024 * 1024,
+            max_events_per_run: 100_000,
+            max_artifact_bytes_per_run: 64 * 1024 * 1024,
+            max_concurrent_runs: 1024,
+        }
+    }
+}
+
+/// `timeouts`, in milliseconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    pub connect: u64,
+    pub first_event: u64,
+    pub idle: u64,
+    pub run: u64,
+    pub shutdown_drain: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: 5_000,
+            first_event: 60_000,
+            idle: 300_000,
+            run: 3_600_000,
+            shutdown_drain: 20_000,
+        }
+    }
+}
+
+/// Runtime timeouts.
+#[derive(Debug, Clone, Copy)]
+pub struct TimeoutSettings {
+    pub connect: Duration,
+    pub first_event: Duration,
+    pub idle: Duration,
+    pub run: Duration,
+    pub shutdown_drain: Duration,
+}
+
+/// Where threadId -> contextId bindings live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindingStoreKind {
+    Memory,
+    Redis(String),
+}
+
+/// One validated upstream agent.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    pub name: String,
+    /// The configured URL: base URL or card URL.
+    pub url: Url,
+    pub protocol: Option<ProtocolVersion>,
+    pub context_ids: ContextIds,
+    pub cancel_on_disconnect: bool,
+    pub headers: HeaderMap,
+}
+
+/// The validated configuration the gateway runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub binding_store: BindingStoreKind,
+    pub agents: Vec<AgentSettings>,
+    pub limits: Limits,
+    pub timeouts: TimeoutSettings,
+    pub demo: bool,
+}
+
+/// What the command line and environment say (applied over the file).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub binding_store: Option<String>,
+    /// `NAME=URL` pairs.
+    pub agents: Vec<String>,
+    pub demo: bool,
+}
+
+/// A configuration problem, naming the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+/// Reads a config file; `.toml` files are TOML, everything else YAML.
+pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
+    let is_toml = path.extension().is_some_and(|e| e == "toml");
+    if is_toml {
+        toml::from_str(&text).map_err(|e| err(path.display().to_string(), e.to_string()))
+    } else {
+        serde_yaml::from_str::<Option<FileConfig>>(&text)
+            .map(Option::unwrap_or_default)
+            .map_err(|e| err(path.display().to_string(), e.to_string()))
+    }
+}
+
+/// Agent names are path segments: letters, digits, `-`, `_`, `.`.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn parse_url(key: &str, raw: &str) -> Result<Url, ConfigError> {
+    let url = Url::parse(raw).map_err(|e| err(key, format!("{raw:?} is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(err(
+            key,
+            format!("{raw:?} must be an http(s) URL with a host"),
+        ));
+    }
+    Ok(url)
+}
+
+/// Resolves a header value reference: `env:NAME`, `file:/path` (trimmed) or a literal.
+fn resolve_reference(key: &str, raw: &str) -> Result<String, ConfigError> {
+    if let Some(var) = raw.strip_prefix("env:") {
+        std::env::var(var).map_err(|_| err(key, format!("environment variable {var} is not set")))
+    } else if let Some(path) = raw.strip_prefix("file:") {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| err(key, format!("cannot read {path}: {e}")))
+    } else {
+        Ok(raw.to_owned())
+    }
+}
+
+fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigError> {
+    let key = format!("agents[{i}]");
+    if !valid_name(&a.name) {
+        return Err(err(
+            format!("{key}.name"),
+            format!("{:?} must be 1-64 letters, digits, '-', '_' or '.'", a.name),
+        ));
+    }
+    let url = parse_url(&format!("{key}.url"), &a.url)?;
+    let mut headers = HeaderMap::new();
+    for (name, reference) in &a.headers {
+        let hkey = format!("{key}.headers.{name}");
+        let hname = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| err(&hkey, "not a valid header name"))?;
+        let value = resolve_reference(&hkey, reference)?;
+        let hvalue = HeaderValue::from_str(&value)
+            .map_err(|_| err(&hkey, "value is not a valid header value"))?;
+        headers.insert(hname, hvalue);
+    }
+    Ok(AgentSettings {
+        name: a.name.clone(),
+        url,
+        protocol: a.protocol.pinned(),
+        context_ids: a.context_ids,
+        cancel_on_disconnect: a.cancel_on_disconnect,
+        headers,
+    })
+}
+
+fn parse_store(raw: &str) -> Result<BindingStoreKind, ConfigError> {
+    if raw == "memory" {
+        return Ok(BindingStoreKind::Memory);
+    }
+    if raw.starts_with("redis://") {
+        parse_url_any("binding_store", raw)?;
+        return Ok(BindingStoreKind::Redis(raw.to_owned()));
+    }
+    Err(err(
+        "binding_store",
+        format!("{raw:?} must be \"memory\" or redis://HOST:PORT[/DB]"),
+    ))
+}
+
+fn parse_url_any(key: &str, raw: &str) -> Result<Url, ConfigError> {
+    Url::parse(raw).map_err(|e| err(key, format!("{raw:?}: {e}")))
+}
+
+fn ms(key: &str, v: u64) -> Result<Duration, ConfigError> {
+    if v == 0 {
+        return Err(err(format!("timeouts.{key}"), "must be greater than 0"));
+    }
+    Ok(Duration::from_millis(v))
+}
+
+/// Validates a file config with overrides into runtime settings.
+pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigError> {
+    let listen_raw = over
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let listen = listen_raw
+        .parse()
+        .map_err(|_| err("listen", format!("{listen_raw:?} is not HOST:PORT")))?;
+    let binding_store = parse_store(
+        over.binding_store
+            .or(file.binding_store)
+            .as_deref()
+            .unwrap_or("memory"),
+    )?;
+    let mut agents = Vec::new();
+    for (i, a) in file.agents.iter().enumerate() {
+        agents.push(agent_settings(i, a)?);
+    }
+    for raw in &over.agents {
+        let (name, url) = raw
+            .split_once('=')
+            .ok_or_else(|| err("--agent", format!("{raw:?} must be NAME=URL")))?;
+        let cfg = AgentConfig {
+            name: name.to_owned(),
+            url: url.to_owned(),
+            protocol: ProtocolChoice::Auto,
+            context_ids: ContextIds::Server,
+            cancel_on_disconnect: false,
+            headers: BTreeMap::new(),
+        };
+        // A flag replaces a file agent of the same name.
+        let parsed = agent_settings(agents.len(), &cfg).map_err(|e| err("--agent", e.message))?;
+        agents.retain(|a| a.name != parsed.name);
+        agents.push(parsed);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for a in &agents {
+        if !seen.insert(a.name.as_str()) {
+            return Err(err(
+                "agents",
+                format!("agent name {:?} is used twice", a.name),
+            ));
+        }
+        if over.demo && a.name == "demo" {
+            return Err(err("agents", "the name \"demo\" is taken by --demo"));
+        }
+    }
+    let l = &file.limits;
+    for (key, v) in [
+        ("max_body_bytes", l.max_body_bytes as u64),
+        ("max_event_bytes", l.max_event_bytes as u64),
+        ("max_events_per_run", l.max_events_per_run),
+        ("max_concurrent_runs", l.max_concurrent_runs as u64),
+    ] {
+        if v == 0 {
+            return Err(err(format!("limits.{key}"), "must be greater than 0"));
+        }
+    }
+    let t = &file.timeouts;
+    let timeouts = TimeoutSettings {
+        connect: ms("connect", t.connect)?,
+        first_event: ms("first_event", t.first_event)?,
+        idle: ms("idle", t.idle)?,
+        run: ms("run", t.run)?,
+        shutdown_drain: ms("shutdown_drain", t.shutdown_drain)?,
+    };
+    if agents.is_empty() && !over.demo {
+        return Err(err(
+            "agents",
+            "no agent configured: use --agent NAME=URL, a config file, or --demo",
+        ));
+    }
+    Ok(Settings {
+        listen,
+        binding_store,
+        agents,
+        limits: file.limits,
+        timeouts,
+        demo: over.demo,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(s: &str) -> Result<FileConfig, String> {
+        serde_yaml::from_str(s).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_example_config_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/gateway.example.yaml");
+        std::env::set_var("REF_AUTHORIZATION", "Bearer secret");
+        let s = settings(read_file(&path).unwrap(), Overrides::default()).unwrap();
+        assert_eq!(s.agents[0].name, "ref");
+        assert_eq!(s.agents[0].headers["authorization"], "Bearer secret");
+        assert_eq!(s.limits.max_body_bytes, 8 * 1024 * 1024);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        assert!(yaml("agents: []\nlisten_port: 1")
+            .unwrap_err()
+            .contains("listen_port"));
+        let bad_url = yaml("agents: [{name: a, url: 'ftp://x'}]").unwrap();
+        assert_eq!(
+            settings(bad_url, Overrides::default()).unwrap_err().key,
+            "agents[0].url"
+        );
+        let bad_proto = yaml("agents: [{name: a, url: 'http://x', protocol: '2.0'}]");
+        assert!(bad_proto.is_err());
+        let zero = yaml("agents: [{name: a, url: 'http://x'}]\ntimeouts: {idle: 0}").unwrap();
+        assert_eq!(
+            settings(zero, Overrides::default()).unwrap_err().key,
+            "timeouts.idle"
+        );
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file = yaml("listen: 127.0.0.1:1\nagents: [{name: a, url: 'http://x'}]").unwrap();
+        let s = settings(
+            file,
+            Overrides {
+                listen: Some("127.0.0.1:2".into()),
+                agents: vec!["a=http://y:9".into(), "b=http://z".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.listen.port(), 2);
+        assert_eq!(s.agents.len(), 2);
+        assert_eq!(
+            s.agents
+                .iter()
+                .find(|a| a.name == "a")
+                .unwrap()
+                .url
+                .as_str(),
+            "http://y:9/"
+        );
+    }
+
+    #[test]
+    fn no_agents_is_an_error_unless_demo() {
+        assert!(settings(FileConfig::default(), Overrides::default()).is_err());
+        let demo = Overrides {
+            demo: true,
+            ..Default::default()
+        };
+        assert!(settings(FileConfig::default(), demo).is_ok());
+    }
+}

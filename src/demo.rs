@@ -1,0 +1,807 @@
+//! The embedded demo A2A agent (`--demo`): a real A2A JSON-RPC server on its own loopback
+//! listener, speaking 1.0 and 0.3 on the same URL (the method name picks the codec, as in
+//! a2a-sdk's compatibility layer). It makes a fresh `cargo run -- --demo` useful, serves as
+//! one of the test peers, and drives the benchmark.
+//!
+//! Scripted by the first word of the user's message (DESIGN §2): `echo X`, `artifact`,
+//! `approve`, `auth`, `fail`, `slow N`, `bench N K`; anything else gets a message listing them.
+//! Tasks live in memory for the process lifetime.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use dashmap::DashMap;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+
+use crate::a2a::model::{ProtocolVersion, TaskState};
+
+const HELP: &str = "I am the agui-a2a-gateway demo agent. Start your message with one of: \
+`echo <text>` (streams the text word by word), `artifact` (an artifact in chunks), \
+`approve` (asks for your approval, then completes), `auth` (asks you to authenticate), \
+`fail` (fails), `slow <N>` (N ticks 100 ms apart), `bench <N> <K>` (N events of K bytes).";
+
+/// What happened to a task, version-neutral; encoded per request version.
+#[derive(Debug, Clone)]
+enum Update {
+    Status {
+        state: TaskState,
+        message: Option<AgentMessage>,
+    },
+    Artifact {
+        id: String,
+        name: String,
+        text: String,
+        append: bool,
+        last_chunk: bool,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct AgentMessage {
+    id: String,
+    text: String,
+}
+
+impl AgentMessage {
+    fn new(text: impl Into<String>) -> Self {
+        Self {
+            id: uuid::Uuid::new_v4().to_string(),
+            text: text.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Turn {
+    id: String,
+    user: bool,
+    text: String,
+}
+
+#[derive(Debug)]
+struct TaskRecord {
+    context_id: String,
+    state: TaskState,
+    status_message: Option<AgentMessage>,
+    timestamp: String,
+    history: Vec<Turn>,
+    artifacts: BTreeMap<String, (String, Vec<String>)>,
+    /// What the task waits for (`approve` / `auth`), when interrupted.
+    waiting: Option<&'static str>,
+    updates: broadcast::Sender<Update>,
+    worker: Option<tokio::task::AbortHandle>,
+    created: u64,
+}
+
+#[derive(Default)]
+struct Demo {
+    tasks: DashMap<String, TaskRecord>,
+    seq: std::sync::atomic::AtomicU64,
+}
+
+type Shared = Arc<Demo>;
+
+fn now() -> String {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, day) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+/// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (
+        if m <= 2 {
+            era * 400 + yoe + 1
+        } else {
+            era * 400 + yoe
+        },
+        m,
+        d,
+    )
+}
+
+/// Nanoseconds since the Unix epoch; the benchmark stamps events with it.
+pub fn stamp_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
+}
+
+// ---- encoding (the demo's own, both versions) ----
+
+fn message_json(
+    v: ProtocolVersion,
+    m: &AgentMessage,
+    task_id: &str,
+    ctx: &str,
+    user: bool,
+) -> Value {
+    match v {
+        ProtocolVersion::V1 => json!({
+            "messageId": m.id, "contextId": ctx, "taskId": task_id,
+            "role": if user { "ROLE_USER" } else { "ROLE_AGENT" },
+            "parts": [{"text": m.text}],
+        }),
+        ProtocolVersion::V0_3 => json!({
+            "kind": "message", "messageId": m.id, "contextId": ctx, "taskId": task_id,
+            "role": if user { "user" } else { "agent" },
+            "parts": [{"kind": "text", "text": m.text}],
+        }),
+    }
+}
+
+fn state_json(v: ProtocolVersion, s: &TaskState) -> String {
+    match v {
+        ProtocolVersion::V1 => s.as_v1(),
+        ProtocolVersion::V0_3 => s.as_str().to_owned(),
+    }
+}
+
+fn status_json(
+    v: ProtocolVersion,
+    state: &TaskState,
+    msg: Option<&AgentMessage>,
+    task_id: &str,
+    ctx: &str,
+    ts: &str,
+) -> Value {
+    let mut s = json!({"state": state_json(v, state), "timestamp": ts});
+    if let Some(m) = msg {
+        s["message"] = message_json(v, m, task_id, ctx, false);
+    }
+    s
+}
+
+fn artifact_json(v: ProtocolVersion, id: &str, name: &str, texts: &[String]) -> Value {
+    let parts: Vec<Value> = texts
+        .iter()
+        .map(|t| match v {
+            ProtocolVersion::V1 => json!({"text": t}),
+            ProtocolVersion::V0_3 => json!({"kind": "text", "text": t}),
+        })
+        .collect();
+    json!({"artifactId": id, "name": name, "parts": parts})
+}
+
+fn task_json(v: ProtocolVersion, id: &str, t: &TaskRecord) -> Value {
+    let history: Vec<Value> = t
+        .history
+        .iter()
+        .map(|turn| {
+            let m = AgentMessage {
+                id: turn.id.clone(),
+                text: turn.text.clone(),
+            };
+            message_json(v, &m, id, &t.context_id, turn.user)
+        })
+        .collect();
+    let artifacts: Vec<Value> = t
+        .artifacts
+        .iter()
+        .map(|(aid, (name, texts))| artifact_json(v, aid, name, texts))
+        .collect();
+    let mut task = json!({
+        "id": id, "contextId": t.context_id,
+        "status": status_json(v, &t.state, t.status_message.as_ref(), id, &t.context_id, &t.timestamp),
+        "history": history,
+    });
+    if !artifacts.is_empty() {
+        task["artifacts"] = json!(artifacts);
+    }
+    if v == ProtocolVersion::V0_3 {
+        task["kind"] = json!("task");
+    }
+    task
+}
+
+fn update_json(v: ProtocolVersion, u: &Update, task_id: &str, ctx: &str) -> Value {
+    match (v, u) {
+        (_, Update::Status { state, message }) => {
+            let status = status_json(v, state, message.as_ref(), task_id, ctx, &now());
+            match v {
+                ProtocolVersion::V1 => {
+                    json!({"statusUpdate": {"taskId": task_id, "contextId": ctx, "status": status}})
+                }
+                ProtocolVersion::V0_3 => {
+                    json!({"kind": "status-update", "taskId": task_id, "contextId": ctx, "status": status, "final": state.is_terminal()})
+                }
+            }
+        }
+        (
+            _,
+            Update::Artifact {
+                id,
+                name,
+                text,
+                append,
+                last_chunk,
+            },
+        ) => {
+            let artifact = artifact_json(v, id, name, std::slice::from_ref(text));
+            match v {
+                ProtocolVersion::V1 => {
+                    let mut a = json!({"taskId": task_id, "contextId": ctx, "artifact": artifact});
+                    // ProtoJSON omits false booleans.
+                    if *append {
+                        a["append"] = json!(true);
+                    }
+                    if *last_chunk {
+                        a["lastChunk"] = json!(true);
+                    }
+                    json!({"artifactUpdate": a})
+                }
+                ProtocolVersion::V0_3 => {
+                    json!({"kind": "artifact-update", "taskId": task_id, "contextId": ctx,
+                    "artifact": artifact, "append": append, "lastChunk": last_chunk})
+                }
+            }
+        }
+    }
+}
+
+fn wrap_task(v: ProtocolVersion, task: Value) -> Value {
+    match v {
+        ProtocolVersion::V1 => json!({"task": task}),
+        ProtocolVersion::V0_3 => task,
+    }
+}
+
+fn rpc_result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str) -> Response {
+    Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
+        .into_response()
+}
+
+// ---- scenarios ----
+
+/// The steps of a scenario after the task exists.
+async fn script(demo: Shared, task_id: String, text: String, follow_up: Option<&'static str>) {
+    let emit = |u: Update| apply(&demo, &task_id, u);
+    let status = |state: TaskState, text: Option<String>| Update::Status {
+        state,
+        message: text.map(AgentMessage::new),
+    };
+    emit(status(TaskState::Working, None));
+    if let Some(kind) = follow_up {
+        let reply = match kind {
+            "auth" => format!("Authenticated, thanks: {text}"),
+            _ => format!("Approved: {text}"),
+        };
+        emit(status(TaskState::Completed, Some(reply)));
+        return;
+    }
+    let mut words = text.split_whitespace();
+    let command = words.next().unwrap_or_default().to_ascii_lowercase();
+    let args: Vec<&str> = words.collect();
+    match command.as_str() {
+        "echo" => {
+            for w in &args {
+                emit(status(TaskState::Working, Some(format!("{w} "))));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            emit(status(TaskState::Completed, Some(args.join(" "))));
+        }
+        "artifact" => {
+            let chunks = ["Hello ", "from ", "artifact."];
+            for (i, c) in chunks.iter().enumerate() {
+                emit(Update::Artifact {
+                    id: "artifact-1".into(),
+                    name: "result.txt".into(),
+                    text: (*c).into(),
+                    append: i > 0,
+                    last_chunk: i == chunks.len() - 1,
+                });
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            emit(status(TaskState::Completed, Some("Artifact ready.".into())));
+        }
+        "approve" => emit(status(
+            TaskState::InputRequired,
+            Some("Do you approve? Reply yes or no.".into()),
+        )),
+        "auth" => emit(status(
+            TaskState::AuthRequired,
+            Some("Please authenticate, then reply.".into()),
+        )),
+        "fail" => emit(status(TaskState::Failed, Some("Simulated failure.".into()))),
+        "slow" => {
+            let n: u32 = args
+                .first()
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(3)
+                .min(100_000);
+            for i in 1..=n {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                emit(status(TaskState::Working, Some(format!("tick {i}/{n}"))));
+            }
+            emit(status(TaskState::Completed, Some(format!("slow {n} done"))));
+        }
+        "bench" => {
+            let n: usize = args
+                .first()
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(1000)
+                .min(10_000_000);
+            let k: usize = args
+                .get(1)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(64)
+                .clamp(40, 4_000_000);
+            for i in 0..n {
+                // Each event carries its send time, for the benchmark's latency figures.
+                let mut text = format!("t={} i={i} ", stamp_nanos());
+                text.extend(std::iter::repeat_n('x', k.saturating_sub(text.len())));
+                emit(status(TaskState::Working, Some(text)));
+                if i % 64 == 63 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            emit(status(
+                TaskState::Completed,
+                Some(format!("bench {n} {k} done")),
+            ));
+        }
+        _ => emit(status(TaskState::Completed, Some(HELP.into()))),
+    }
+}
+
+/// Records an update on the task and publishes it.
+fn apply(demo: &Demo, task_id: &str, update: Update) {
+    let Some(mut t) = demo.tasks.get_mut(task_id) else {
+        return;
+    };
+    match &update {
+        Update::Status { state, message } => {
+            // Like a2a-sdk's TaskManager: the previous status message moves into history.
+            if let Some(prev) = t.status_message.take() {
+                t.history.push(Turn {
+                    id: prev.id,
+                    user: false,
+                    text: prev.text,
+                });
+            }
+            t.state = state.clone();
+            t.status_message = message.clone();
+            t.timestamp = now();
+            t.waiting = match state {
+                TaskState::InputRequired => Some("approve"),
+                TaskState::AuthRequired => Some("auth"),
+                _ => None,
+            };
+        }
+        Update::Artifact {
+            id,
+            name,
+            text,
+            append,
+            ..
+        } => {
+            let entry = t
+                .artifacts
+                .entry(id.clone())
+                .or_insert_with(|| (name.clone(), Vec::new()));
+            if !append {
+                entry.1.clear();
+            }
+            entry.1.push(text.clone());
+        }
+    }
+    let _ = t.updates.send(update);
+}
+
+fn user_text(message: &Value) -> String {
+    message
+        .get("parts")
+        .and_then(Value::as_array)
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("")
+        })
+        .unwrap_or_default()
+}
+
+fn is_final(state: &TaskState) -> bool {
+    state.is_terminal() || state.is_interrupted()
+}
+
+// ---- JSON-RPC endpoint ----
+
+async fn rpc(State(demo): State<Shared>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+        return rpc_error(&Value::Null, -32700, "Parse error");
+    };
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let method = req
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let params = req.get("params").cloned().unwrap_or(json!({}));
+    let v1_header = headers
+        .get("a2a-version")
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| h.starts_with("1."));
+    let (version, op) = match method {
+        "SendStreamingMessage" => (ProtocolVersion::V1, "stream"),
+        "SendMessage" => (ProtocolVersion::V1, "send"),
+        "GetTask" => (ProtocolVersion::V1, "get"),
+        "CancelTask" => (ProtocolVersion::V1, "cancel"),
+        "SubscribeToTask" => (ProtocolVersion::V1, "subscribe"),
+        "ListTasks" => (ProtocolVersion::V1, "list"),
+        "message/stream" => (ProtocolVersion::V0_3, "stream"),
+        "message/send" => (ProtocolVersion::V0_3, "send"),
+        "tasks/get" => (ProtocolVersion::V0_3, "get"),
+        "tasks/cancel" => (ProtocolVersion::V0_3, "cancel"),
+        "tasks/resubscribe" => (ProtocolVersion::V0_3, "subscribe"),
+        _ => return rpc_error(&id, -32601, "Method not found"),
+    };
+    // Like a2a-sdk 1.3.0: 1.0 methods need `A2A-Version: 1.x`, 0.3 methods must not have it.
+    if (version == ProtocolVersion::V1) != v1_header {
+        let msg = format!("A2A version header does not match method {method}");
+        return rpc_error(&id, -32009, &msg);
+    }
+    match op {
+        "stream" | "send" => send(demo, version, id, params, op == "stream").await,
+        "get" => get_task(&demo, version, &id, &params),
+        "cancel" => cancel(&demo, version, &id, &params),
+        "subscribe" => subscribe(demo, version, id, &params),
+        _ => list(&demo, &id, &params),
+    }
+}
+
+fn sse(frames: impl futures::Stream<Item = Value> + Send + 'static) -> Response {
+    Sse::new(frames.map(|v| Ok::<_, Infallible>(SseEvent::default().data(v.to_string()))))
+        .into_response()
+}
+
+async fn send(
+    demo: Shared,
+    v: ProtocolVersion,
+    id: Value,
+    params: Value,
+    streaming: bool,
+) -> Response {
+    let message = params.get("message").cloned().unwrap_or(Value::Null);
+    let text = user_text(&message);
+    if text.trim().is_empty() {
+        return rpc_error(&id, -32602, "message must have a text part");
+    }
+    let user_id = message
+        .get("messageId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let given_ctx = message
+        .get("contextId")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let given_task = message
+        .get("taskId")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let first_word = text
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let known = [
+        "echo", "artifact", "approve", "auth", "fail", "slow", "bench",
+    ];
+    if given_task.is_none() && !known.contains(&first_word.as_str()) {
+        // Anything else: a helpful message-only reply (no task).
+        let ctx = given_ctx.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let reply = AgentMessage::new(HELP);
+        let mut m = message_json(v, &reply, "", &ctx, false);
+        m.as_object_mut().map(|o| o.remove("taskId"));
+        let result = match v {
+            ProtocolVersion::V1 => json!({"message": m}),
+            ProtocolVersion::V0_3 => m,
+        };
+        let frame = rpc_result(&id, result);
+        return if streaming {
+            sse(futures::stream::iter([frame]))
+        } else {
+            Json(frame).into_response()
+        };
+    }
+    // Resolve or create the task.
+    let (task_id, follow_up, rx) = if let Some(tid) = given_task {
+        let Some(mut t) = demo.tasks.get_mut(&tid) else {
+            return rpc_error(&id, -32001, &format!("Task {tid} not found"));
+        };
+        if given_ctx.as_deref().is_some_and(|c| c != t.context_id) {
+            return rpc_error(&id, -32602, "Context does not match the task's context");
+        }
+        let Some(kind) = t.waiting.take().filter(|_| t.state.is_interrupted()) else {
+            let msg = format!(
+                "Task {tid} is in state {} and takes no input",
+                t.state.as_v1()
+            );
+            return rpc_error(&id, -32004, &msg);
+        };
+        t.history.push(Turn {
+            id: user_id,
+            user: true,
+            text: text.clone(),
+        });
+        let rx = t.updates.subscribe();
+        (tid, Some(kind), rx)
+    } else {
+        let tid = uuid::Uuid::new_v4().to_string();
+        let (tx, rx) = broadcast::channel(4096);
+        let record = TaskRecord {
+            context_id: given_ctx.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            state: TaskState::Submitted,
+            status_message: None,
+            timestamp: now(),
+            history: vec![Turn {
+                id: user_id,
+                user: true,
+                text: text.clone(),
+            }],
+            artifacts: BTreeMap::new(),
+            waiting: None,
+            updates: tx,
+            worker: None,
+            created: demo.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        };
+        demo.tasks.insert(tid.clone(), record);
+        (tid, None, rx)
+    };
+    let (ctx, snapshot) = {
+        let t = demo.tasks.get(&task_id).expect("just stored");
+        (t.context_id.clone(), task_json(v, &task_id, &t))
+    };
+    // Open the origin channel before the worker runs so no update is missed.
+    let (tx, out) = mpsc::channel::<Value>(1024);
+    let first = if follow_up.is_none() {
+        Some(rpc_result(&id, wrap_task(v, snapshot)))
+    } else {
+        None
+    };
+    let forward = {
+        let (id, task_id, ctx) = (id.clone(), task_id.clone(), ctx.clone());
+        let mut rx = rx;
+        async move {
+            if let Some(f) = first {
+                if tx.send(f).await.is_err() {
+                    return;
+                }
+            }
+            loop {
+                match rx.recv().await {
+                    Ok(u) => {
+                        let done = matches!(&u, Update::Status { state, .. } if is_final(state));
+                        if tx
+                            .send(rpc_result(&id, update_json(v, &u, &task_id, &ctx)))
+                            .await
+                            .is_err()
+                            || done
+                        {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        }
+    };
+    tokio::spawn(forward);
+    let worker = tokio::spawn(script(demo.clone(), task_id.clone(), text, follow_up));
+    if let Some(mut t) = demo.tasks.get_mut(&task_id) {
+        t.worker = Some(worker.abort_handle());
+    }
+    if streaming {
+        return sse(ReceiverStream::new(out));
+    }
+    // Blocking send: wait for a terminal or interrupted state, answer with the task.
+    let mut out = out;
+    while out.recv().await.is_some() {}
+    let t = demo.tasks.get(&task_id).expect("task exists");
+    Json(rpc_result(&id, wrap_task(v, task_json(v, &task_id, &t)))).into_response()
+}
+
+fn task_param(params: &Value) -> String {
+    params
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn get_task(demo: &Demo, v: ProtocolVersion, id: &Value, params: &Value) -> Response {
+    let tid = task_param(params);
+    match demo.tasks.get(&tid) {
+        Some(t) => Json(rpc_result(id, task_json(v, &tid, &t))).into_response(),
+        None => rpc_error(id, -32001, "Task not found"),
+    }
+}
+
+fn cancel(demo: &Demo, v: ProtocolVersion, id: &Value, params: &Value) -> Response {
+    let tid = task_param(params);
+    {
+        let Some(t) = demo.tasks.get(&tid) else {
+            return rpc_error(id, -32001, "Task not found");
+        };
+        if t.state.is_terminal() {
+            return rpc_error(id, -32002, "Task cannot be canceled");
+        }
+        if let Some(w) = &t.worker {
+            w.abort();
+        }
+    }
+    apply(
+        demo,
+        &tid,
+        Update::Status {
+            state: TaskState::Canceled,
+            message: Some(AgentMessage::new("Canceled by client.")),
+        },
+    );
+    let t = demo.tasks.get(&tid).expect("exists");
+    Json(rpc_result(id, task_json(v, &tid, &t))).into_response()
+}
+
+fn subscribe(demo: Shared, v: ProtocolVersion, id: Value, params: &Value) -> Response {
+    let tid = task_param(params);
+    let (snapshot, mut rx, ctx) = {
+        let Some(t) = demo.tasks.get(&tid) else {
+            return rpc_error(&id, -32001, "Task not found");
+        };
+        if t.state.is_terminal() {
+            return rpc_error(
+                &id,
+                -32004,
+                &format!("Task {tid} is in terminal state: {}", t.state.as_v1()),
+            );
+        }
+        (
+            task_json(v, &tid, &t),
+            t.updates.subscribe(),
+            t.context_id.clone(),
+        )
+    };
+    let (tx, out) = mpsc::channel::<Value>(1024);
+    tokio::spawn(async move {
+        if tx
+            .send(rpc_result(&id, wrap_task(v, snapshot)))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        while let Ok(u) = rx.recv().await {
+            // Unlike the origin stream, a subscription stays open across input-required.
+            let done = matches!(&u, Update::Status { state, .. } if state.is_terminal());
+            if tx
+                .send(rpc_result(&id, update_json(v, &u, &tid, &ctx)))
+                .await
+                .is_err()
+                || done
+            {
+                return;
+            }
+        }
+    });
+    sse(ReceiverStream::new(out))
+}
+
+fn list(demo: &Demo, id: &Value, params: &Value) -> Response {
+    let ctx = params.get("contextId").and_then(Value::as_str);
+    let mut tasks: Vec<(u64, Value)> = demo
+        .tasks
+        .iter()
+        .filter(|t| ctx.is_none_or(|c| t.context_id == c))
+        .map(|t| {
+            (
+                t.created,
+                task_json(ProtocolVersion::V1, t.key(), t.value()),
+            )
+        })
+        .collect();
+    tasks.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let tasks: Vec<Value> = tasks.into_iter().map(|(_, t)| t).collect();
+    let total = tasks.len();
+    Json(rpc_result(
+        id,
+        json!({"tasks": tasks, "nextPageToken": "", "pageSize": total, "totalSize": total}),
+    ))
+    .into_response()
+}
+
+fn card(base: &str) -> Value {
+    json!({
+        "name": "agui-a2a-gateway demo agent",
+        "description": "Scripted demo agent: echo X, artifact, approve, auth, fail, slow N, bench N K.",
+        "supportedInterfaces": [
+            {"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}
+        ],
+        "version": env!("CARGO_PKG_VERSION"),
+        "capabilities": {"streaming": true, "pushNotifications": false},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "demo", "name": "Scripted scenarios", "tags": ["demo"],
+            "description": "echo X | artifact | approve | auth | fail | slow N | bench N K",
+            "examples": ["echo hello world", "artifact", "approve", "slow 5"]}],
+        // 0.3 card fields, as a2a-sdk serves them for a dual-version agent.
+        "protocolVersion": "0.3.0",
+        "url": base,
+        "preferredTransport": "JSONRPC"
+    })
+}
+
+/// The demo agent's router, for a server at `base` (its own URL, ending in `/`).
+pub fn router(base: String) -> Router {
+    let demo: Shared = Arc::default();
+    let card = card(&base);
+    Router::new()
+        .route("/", post(rpc))
+        .route(
+            "/.well-known/agent-card.json",
+            get(move || async move { Json(card) }),
+        )
+        .with_state(demo)
+}
+
+/// Serves the demo agent on `listener` until the process ends; returns its base URL.
+pub async fn spawn(listener: tokio::net::TcpListener) -> std::io::Result<String> {
+    let addr: SocketAddr = listener.local_addr()?;
+    let base = format!("http://{addr}/");
+    let app = router(base.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "demo agent stopped");
+        }
+    });
+    Ok(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let (y, m, d) = civil_from_days(20_000);
+        assert_eq!((y, m, d), (2024, 10, 4));
+        assert!(now().ends_with('Z'));
+    }
+}

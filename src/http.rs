@@ -1,0 +1,193 @@
+//! The HTTP surface (DESIGN §3): thin axum handlers, the router, and the error format.
+//!
+//! Two error regimes: before the stream starts, a problem with the request itself is a
+//! JSON body `{"error": {"code", "message"}}` with a fitting status; after the `200`, every
+//! failure is one `RUN_ERROR` event (produced by [`crate::run`]). Anything upstream — even
+//! an unreachable agent — is reported in the stream, never as an HTTP error.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use crate::agui::{event, RunAgentInput};
+use crate::binding::BindingStore;
+use crate::bridge::request;
+use crate::config::{Limits, TimeoutSettings};
+use crate::registry::Registry;
+use crate::run::{self, RunRequest};
+
+/// Interval of SSE keep-alive comments on run streams.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Arc<Registry>,
+    pub bindings: Arc<BindingStore>,
+    pub limits: Limits,
+    pub timeouts: TimeoutSettings,
+    pub runs: Arc<Semaphore>,
+}
+
+/// A request problem, reported before any stream starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    #[error("no agent named {0:?} is configured")]
+    UnknownAgent(String),
+    #[error("{0}")]
+    Malformed(String),
+    #[error("{message}")]
+    Invalid { code: &'static str, message: String },
+    #[error("request body exceeds limits.max_body_bytes ({0} bytes)")]
+    TooLarge(usize),
+    #[error("expected Content-Type: application/json")]
+    UnsupportedMediaType,
+    #[error("the gateway is running limits.max_concurrent_runs ({0}) runs; retry later")]
+    Busy(usize),
+}
+
+impl ApiError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::UnknownAgent(_) => (StatusCode::NOT_FOUND, "unknown_agent"),
+            Self::Malformed(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
+            Self::Invalid { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
+            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            Self::UnsupportedMediaType => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_runs"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let body = json!({"error": {"code": code, "message": self.to_string()}});
+        (status, Json(body)).into_response()
+    }
+}
+
+impl From<request::InvalidInput> for ApiError {
+    fn from(e: request::InvalidInput) -> Self {
+        Self::Invalid {
+            code: e.code,
+            message: e.message,
+        }
+    }
+}
+
+/// The router over `state`.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/agents", get(list_agents))
+        .route("/agents/{name}", post(run_agent).get(get_agent))
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                Json(json!({"error": {"code": "not_found", "message": "no such route"}})),
+            )
+        })
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn list_agents(State(s): State<AppState>) -> Json<serde_json::Value> {
+    Json(json!({"agents": s.registry.all().map(|a| a.summary()).collect::<Vec<_>>()}))
+}
+
+async fn get_agent(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let agent = s.registry.get(&name).ok_or(ApiError::UnknownAgent(name))?;
+    Ok(Json(agent.detail()))
+}
+
+async fn readyz(State(s): State<AppState>) -> Response {
+    let not_ready = s.registry.not_ready();
+    if not_ready.is_empty() {
+        Json(json!({"status": "ready"})).into_response()
+    } else {
+        let body = json!({"status": "not_ready", "agents": not_ready});
+        (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+    }
+}
+
+fn is_json(req: &Request) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| {
+            let mime = mime.trim().to_ascii_lowercase();
+            mime == "application/json" || mime.ends_with("+json")
+        })
+}
+
+/// Parses a run body: a JSON syntax error is a 400, a JSON that is not a `RunAgentInput`
+/// a 422 naming the problem.
+pub fn parse_input(body: &[u8]) -> Result<RunAgentInput, ApiError> {
+    serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => ApiError::Invalid {
+            code: "invalid_run_input",
+            message: format!("not a RunAgentInput: {e}"),
+        },
+        _ => ApiError::Malformed(format!("body is not valid JSON: {e}")),
+    })
+}
+
+/// `POST /agents/{name}`: an AG-UI run.
+async fn run_agent(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let agent = s.registry.get(&name).ok_or(ApiError::UnknownAgent(name))?;
+    if !is_json(&req) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let limit = s.limits.max_body_bytes;
+    let body = axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| ApiError::TooLarge(limit))?;
+    let input = parse_input(&body)?;
+    let plan = request::plan(&input)?;
+    let permit = s
+        .runs
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::Busy(s.limits.max_concurrent_runs))?;
+    tracing::info!(agent = %agent.settings.name, thread_id = %input.thread_id, run_id = %input.run_id, "run");
+    let events = run::start(RunRequest {
+        agent,
+        registry: s.registry.clone(),
+        bindings: s.bindings.clone(),
+        input,
+        plan,
+        limits: s.limits.clone(),
+        timeouts: s.timeouts,
+        permit,
+    });
+    let frames = events.map(|e| Ok::<_, Infallible>(SseEvent::default().data(event::encode(&e))));
+    let mut resp = Sse::new(frames)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response();
+    let headers = resp.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(resp)
+}

@@ -1,0 +1,27 @@
+//! # agui-a2a-gateway
+//!
+//! A stateless HTTP gateway between AG-UI frontends and A2A agents.
+//!
+//! ## Layout
+//! - [`agui`]: AG-UI protocol data (events out, `RunAgentInput` in). No I/O.
+//! - [`a2a`]: the only module that knows A2A wire versions: model, codecs, cards, client.
+//! - [`bridge`]: pure translation, A2A -> AG-UI projection and AG-UI -> A2A requests.
+//! - [`run`]: the one async module that owns a run: upstream calls, timeouts, limits,
+//!   recovery, and the terminal-event guarantee.
+//! - [`registry`]: configured agents, their cards, readiness.
+//! - [`binding`]: the threadId -> contextId binding store.
+//! - [`http`]: thin axum handlers and the error format.
+//! - [`config`]: file + flags -> validated [`config::Settings`].
+//! - [`demo`]: the embedded demo A2A agent (`--demo`).
+//! - [`app`]: build the app from settings and serve it.
+
+pub mod a2a;
+pub mod agui;
+pub mod app;
+pub mod binding;
+pub mod bridge;
+pub mod config;
+pub mod demo;
+pub mod http;
+pub mod registry;
+pub mod run;

@@ -1,0 +1,137 @@
+//! `agui-a2a-gateway`: command line, logging, then build and serve (DESIGN §2).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agui_a2a_gateway::{app, config};
+use clap::{Parser, ValueEnum};
+
+/// A stateless gateway between AG-UI clients and A2A agents.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Config file (YAML, or TOML by extension).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "GATEWAY_LISTEN", value_name = "ADDR")]
+    listen: Option<String>,
+    /// An upstream A2A agent, NAME=URL (base URL or card URL); repeatable.
+    #[arg(long = "agent", value_name = "NAME=URL")]
+    agents: Vec<String>,
+    /// Also run the built-in demo A2A agent, registered as agent `demo`.
+    #[arg(long)]
+    demo: bool,
+    /// Binding store: memory or redis://HOST:PORT[/DB].
+    #[arg(long, env = "GATEWAY_BINDING_STORE", value_name = "STORE")]
+    binding_store: Option<String>,
+    /// Check the configuration and exit.
+    #[arg(long)]
+    validate_only: bool,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tower_http=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let file = match &cli.config {
+        Some(path) => match config::read_file(path) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => config::FileConfig::default(),
+    };
+    let overrides = config::Overrides {
+        listen: cli.listen,
+        binding_store: cli.binding_store,
+        agents: cli.agents,
+        demo: cli.demo,
+    };
+    let settings = match config::settings(file, overrides) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.validate_only {
+        println!(
+            "configuration is valid: {} agent(s)",
+            settings.agents.len() + usize::from(settings.demo)
+        );
+        return ExitCode::SUCCESS;
+    }
+    let listen = settings.listen;
+    let app = match app::build(settings).await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {listen}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    tracing::info!(%addr, "agui-a2a-gateway listening");
+    for agent in app.registry.all() {
+        tracing::info!(agent = %agent.settings.name, "POST http://{addr}/agents/{}", agent.settings.name);
+    }
+    match app.serve(listener, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Configured upstream agents, their agent cards, and readiness (DESIGN §2, §3).
+//!
+//! Cards are read at start and refreshed in the background (every
+//! [`REFRESH_INTERVAL`] while healthy, every [`RETRY_INTERVAL`] while not). A run on an
+//! agent whose card was never read tries once more before failing with
+//! `upstream_unavailable`: the gateway starts and serves even when an upstream is down.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::a2a::card::{self, AgentCard};
+use crate::a2a::client::{Client, Endpoint};
+use crate::a2a::model::ProtocolVersion;
+use crate::config::AgentSettings;
+
+/// Card refresh period while an agent is ready.
+pub const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+/// Card retry period while an agent is not ready.
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What a successfully read card resolves to.
+#[derive(Debug)]
+pub struct Resolved {
+    pub card: AgentCard,
+    pub client: Client,
+    pub streaming: bool,
+}
+
+impl Resolved {
+    /// The protocol version in use.
+    pub fn version(&self) -> ProtocolVersion {
+        self.client.version()
+    }
+}
+
+/// One configured agent.
+#[derive(Debug)]
+pub struct Agent {
+    pub settings: AgentSettings,
+    resolved: RwLock<Option<Arc<Resolved>>>,
+    last_error: RwLock<Option<String>>,
+}
+
+impl Agent {
+    /// The current card resolution, if one succeeded.
+    pub fn resolved(&self) -> Option<Arc<Resolved>> {
+        self.resolved.read().ok()?.clone()
+    }
+
+    /// The summary served by `GET /agents`.
+    pub fn summary(&self) -> Value {
+        let mut v = json!({"name": self.settings.name, "ready": self.resolved().is_some()});
+        if let Some(r) = self.resolved() {
+            v["description"] = json!(r.card.description);
+            v["protocolVersion"] = json!(r.version().as_str());
+            v["streaming"] = json!(r.streaming);
+            v["skills"] = json!(r.card.skills);
+        } else if let Some(e) = self.last_error.read().ok().and_then(|e| e.clone()) {
+            v["error"] = json!(e);
+        }
+        v
+    }
+
+    /// The detail served by `GET /agents/{name}`.
+    pub fn detail(&self) -> Value {
+        let mut v = self.summary();
+        if let Some(r) = self.resolved() {
+            v["card"] = json!({
+                "name": r.card.name,
+                "version": r.card.version,
+                "agentName": r.card.name,
+            });
+        }
+        v
+    }
+}
+
+/// All configured agents.
+#[derive(Debug)]
+pub struct Registry {
+    agents: BTreeMap<String, Arc<Agent>>,
+    http: reqwest::Client,
+    card_timeout: Duration,
+    max_event_bytes: usize,
+}
+
+impl Registry {
+    /// A registry over `agents`; nothing is fetched yet.
+    pub fn new(
+        agents: Vec<AgentSettings>,
+        http: reqwest::Client,
+        card_timeout: Duration,
+        max_event_bytes: usize,
+    ) -> Self {
+        let agents = agents
+            .into_iter()
+            .map(|s| {
+                let agent = Agent {
+                    settings: s,
+                    resolved: RwLock::new(None),
+                    last_error: RwLock::new(None),
+                };
+                (agent.settings.name.clone(), Arc::new(agent))
+            })
+            .collect();
+        Self {
+            agents,
+            http,
+            card_timeout,
+            max_event_bytes,
+        }
+    }
+
+    /// The agent called `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Agent>> {
+        self.agents.get(name).cloned()
+    }
+
+    /// All agents, by name.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Agent>> {
+        self.agents.values()
+    }
+
+    /// The names of agents whose card has not been read.
+    pub fn not_ready(&self) -> Vec<String> {
+        self.agents
+            .values()
+            .filter(|a| a.resolved().is_none())
+            .map(|a| a.settings.name.clone())
+            .collect()
+    }
+
+    /// The agent's resolution, reading the card now if it never was.
+    pub async fn resolve(&self, agent: &Agent) -> Result<Arc<Resolved>, String> {
+        match agent.resolved() {
+            Some(r) => Ok(r),
+            None => self.refresh(agent).await,
+        }
+    }
+
+    /// Reads the agent's card and updates its resolution.
+    pub async fn refresh(&self, agent: &Agent) -> Result<Arc<Resolved>, String> {
+        let result = self.fetch(&agent.settings).await;
+        match &result {
+            Ok(r) => {
+                if let Ok(mut slot) = agent.resolved.write() {
+                    *slot = Some(r.clone());
+                }
+                if let Ok(mut e) = agent.last_error.write() {
+                    *e = None;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(agent = %agent.settings.name, error = %e, "agent card not read");
+                if let Ok(mut slot) = agent.last_error.write() {
+                    *slot = Some(e.clone());
+                }
+            }
+        }
+        result
+    }
+
+    async fn fetch(&self, s: &AgentSettings) -> Result<Arc<Resolved>, String> {
+        let mut errors = Vec::new();
+        for url in card::card_urls(&s.url) {
+            let resp = self
+                .http
+                .get(url.clone())
+                .headers(s.headers.clone())
+                .timeout(self.card_timeout)
+                .send()
+                .await;
+            let card: AgentCard = match resp {
+                Ok(r) if r.status().is_success() => match r.json().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        errors.push(format!("{url}: not an agent card: {e}"));
+                        continue;
+                    }
+                },
+                Ok(r) => {
+                    errors.push(format!("{url}: HTTP {}", r.status()));
+                    continue;
+                }
+                Err(e) => {
+                    errors.push(format!("{url}: {e}"));
+                    continue;
+                }
+            };
+            // Card URLs must stay on the configured origin (DESIGN §9); the configured URL
+            // itself (or its directory, for a card URL) is the fallback endpoint.
+            let fallback = if s.url.path().ends_with(".json") {
+                s.url.join("/").unwrap_or_else(|_| s.url.clone())
+            } else {
+                s.url.clone()
+            };
+            let selection = card.select(s.protocol, &s.url, &fallback).ok_or_else(|| {
+                format!("{url}: the card offers no JSON-RPC interface of A2A 1.0 or 0.3")
+            })?;
+            let endpoint = Endpoint {
+                url: selection.url,
+                version: selection.version,
+                headers: s.headers.clone(),
+            };
+            let client = Client::new(self.http.clone(), endpoint, self.max_event_bytes);
+            let streaming = card.streaming();
+            tracing::info!(agent = %s.name, version = selection.version.as_str(), streaming, "agent card read");
+            return Ok(Arc::new(Resolved {
+                card,
+                client,
+                streaming,
+            }));
+        }
+        Err(errors.join("; "))
+    }
+
+    /// Reads every card now, then keeps them fresh in the background.
+    pub fn spawn_refresher(self: Arc<Self>) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            loop {
+                let mut all_ready = true;
+                for agent in self.agents.values() {
+                    all_ready &= self.refresh(agent).await.is_ok();
+                }
+                let wait = if all_ready {
+                    REFRESH_INTERVAL
+                } else {
+                    RETRY_INTERVAL
+                };
+                tokio::time::sleep(wait).await;
+            }
+        })
+    }
+}

@@ -1,0 +1,464 @@
+//! One AG-UI run, end to end: the only async orchestration in the gateway.
+//!
+//! A run is a spawned task that owns the upstream A2A calls and feeds a bounded channel the
+//! HTTP response reads from. It guarantees the AG-UI envelope whatever happens upstream or
+//! inside the gateway: `RUN_STARTED` first, exactly one `RUN_FINISHED` or `RUN_ERROR` last
+//! (a panic still ends in `RUN_ERROR`). Timeouts (first event, idle, whole run) and limits
+//! (events per run) live here, not in an HTTP layer, because the route streams. A dropped
+//! upstream stream of an unfinished task is resubscribed (bounded, with backoff) and the
+//! projector's dedup by messageId keeps recovered text from repeating. A client disconnect
+//! does not cancel the A2A task unless the agent's `cancel_on_disconnect` says so.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::a2a::client::{ClientError, EventStream};
+use crate::a2a::model::{StreamEvent, Task};
+use crate::agui::{Event, RunAgentInput};
+use crate::binding::BindingStore;
+use crate::bridge::request::{Action, Mode, Plan};
+use crate::bridge::{codes, history, Projector, RunFrame};
+use crate::config::{ContextIds, Limits, TimeoutSettings};
+use crate::registry::{Agent, Registry, Resolved};
+
+/// Resubscribe attempts after the upstream stream drops.
+const RECOVERY_ATTEMPTS: u32 = 3;
+/// Events buffered between the run task and the HTTP response.
+const CHANNEL_CAPACITY: usize = 64;
+
+/// Everything a run needs, handed over by the HTTP handler.
+pub struct RunRequest {
+    pub agent: Arc<Agent>,
+    pub registry: Arc<Registry>,
+    pub bindings: Arc<BindingStore>,
+    pub input: RunAgentInput,
+    pub plan: Plan,
+    pub limits: Limits,
+    pub timeouts: TimeoutSettings,
+    /// Held for the run's lifetime (`limits.max_concurrent_runs`).
+    pub permit: OwnedSemaphorePermit,
+}
+
+/// The client went away; stop quietly.
+struct Disconnected;
+
+/// Sends events to the response, remembering what the envelope guarantee needs.
+#[derive(Clone)]
+struct Sink {
+    tx: mpsc::Sender<Event>,
+    started: Arc<AtomicBool>,
+    ended: Arc<AtomicBool>,
+}
+
+impl Sink {
+    async fn emit(&self, events: Vec<Event>) -> Result<(), Disconnected> {
+        for e in events {
+            if matches!(e, Event::RunStarted { .. }) {
+                self.started.store(true, Ordering::Relaxed);
+            }
+            if e.is_terminal() {
+                self.ended.store(true, Ordering::Relaxed);
+            }
+            self.tx.send(e).await.map_err(|_| Disconnected)?;
+        }
+        Ok(())
+    }
+}
+
+/// Starts the run and returns its event stream.
+pub fn start(req: RunRequest) -> ReceiverStream<Event> {
+    let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let sink = Sink {
+        tx,
+        started: Arc::default(),
+        ended: Arc::default(),
+    };
+    let guard = sink.clone();
+    let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
+    tokio::spawn(async move {
+        let outcome = std::panic::AssertUnwindSafe(drive(req, sink))
+            .catch_unwind()
+            .await;
+        if outcome.is_err() {
+            tracing::error!(%thread_id, %run_id, "run panicked");
+        }
+        // Whatever happened, the client gets a terminal event.
+        if !guard.ended.load(Ordering::Relaxed) {
+            let mut events = Vec::new();
+            if !guard.started.load(Ordering::Relaxed) {
+                events.push(Event::RunStarted {
+                    thread_id,
+                    run_id,
+                    metadata: None,
+                });
+            }
+            events.push(Event::run_error(
+                codes::INTERNAL,
+                "the gateway failed while running this request",
+            ));
+            let _ = guard.emit(events).await;
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+async fn drive(req: RunRequest, sink: Sink) {
+    let agent_name = req.agent.settings.name.clone();
+    let thread_id = req.input.thread_id.clone();
+    let run_timeout = req.timeouts.run;
+    let mut run = Run::prepare(req, sink).await;
+    let result = tokio::time::timeout(run_timeout, run.execute()).await;
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(Disconnected)) => run.on_disconnect().await,
+        Err(_) => {
+            let events = run.projector.fail(
+                codes::TIMEOUT,
+                &format!(
+                    "the run exceeded timeouts.run ({} ms)",
+                    run_timeout.as_millis()
+                ),
+            );
+            let _ = run.sink.emit(events).await;
+        }
+    }
+    if let Some(context_id) = run.projector.context_id() {
+        run.bindings.put(&agent_name, &thread_id, context_id).await;
+    }
+    drop(run.permit.take());
+}
+
+struct Run {
+    agent: Arc<Agent>,
+    registry: Arc<Registry>,
+    bindings: Arc<BindingStore>,
+    plan: Plan,
+    limits: Limits,
+    timeouts: TimeoutSettings,
+    projector: Projector,
+    sink: Sink,
+    upstream_events: u64,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+fn error_code(e: &ClientError) -> String {
+    match e {
+        ClientError::Unavailable(_) => codes::UPSTREAM_UNAVAILABLE.into(),
+        ClientError::Rpc(rpc) => codes::rpc(rpc.code),
+        ClientError::Invalid(_) | ClientError::Unsupported(..) => codes::UPSTREAM_INVALID.into(),
+        ClientError::EventTooLarge { .. } => codes::LIMIT_EXCEEDED.into(),
+    }
+}
+
+fn is_stale_task(e: &ClientError) -> bool {
+    // -32001 TaskNotFound, -32004 terminal task (A2A 1.0 §3.3.2, transcripts §2.33-2.34).
+    matches!(e, ClientError::Rpc(rpc) if rpc.code == -32001 || rpc.code == -32004)
+}
+
+impl Run {
+    /// Resolves the context id (DESIGN §4 order: forwardedProps, state, binding store;
+    /// the threadId itself only for agents that accept client context ids) and builds
+    /// the projector.
+    async fn prepare(req: RunRequest, sink: Sink) -> Self {
+        let RunRequest {
+            agent,
+            registry,
+            bindings,
+            input,
+            mut plan,
+            limits,
+            timeouts,
+            permit,
+        } = req;
+        if plan.context_id.is_none() {
+            plan.context_id = bindings.get(&agent.settings.name, &input.thread_id).await;
+        }
+        if plan.context_id.is_none() && agent.settings.context_ids == ContextIds::Client {
+            plan.context_id = Some(input.thread_id.clone());
+        }
+        let task_id = match &plan.action {
+            Action::Send(m) => m.task_id.clone(),
+            Action::Cancel { task_id } | Action::Subscribe { task_id } => Some(task_id.clone()),
+            Action::Refuse(_) => None,
+        };
+        if let Action::Send(m) = &mut plan.action {
+            m.context_id = plan.context_id.clone();
+        }
+        let frame = RunFrame {
+            thread_id: input.thread_id.clone(),
+            run_id: input.run_id.clone(),
+            v1_client: input.is_v1_client(),
+            client_state: input.state.clone(),
+            context_id: plan.context_id.clone(),
+            task_id,
+            max_artifact_bytes: limits.max_artifact_bytes_per_run,
+        };
+        Self {
+            agent,
+            registry,
+            bindings,
+            plan,
+            limits,
+            timeouts,
+            projector: Projector::new(frame),
+            sink,
+            upstream_events: 0,
+            permit: Some(permit),
+        }
+    }
+
+    async fn fail(&mut self, code: &str, message: &str) -> Result<(), Disconnected> {
+        let events = self.projector.fail(code, message);
+        self.sink.emit(events).await
+    }
+
+    async fn fail_with(&mut self, e: &ClientError) -> Result<(), Disconnected> {
+        self.fail(&error_code(e), &e.to_string()).await
+    }
+
+    async fn apply(&mut self, event: &StreamEvent) -> Result<(), Disconnected> {
+        let events = self.projector.apply(event);
+        self.sink.emit(events).await
+    }
+
+    async fn execute(&mut self) -> Result<(), Disconnected> {
+        let early = self.projector.start();
+        self.sink.emit(early).await?;
+        let upstream = match self.registry.resolve(&self.agent).await {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = format!("agent {} is not reachable: {e}", self.agent.settings.name);
+                return self.fail(codes::UPSTREAM_UNAVAILABLE, &msg).await;
+            }
+        };
+        match self.plan.action.clone() {
+            Action::Refuse(reason) => self.fail(codes::BAD_RESUME, &reason.0).await,
+            Action::Cancel { task_id } => self.cancel(&upstream, &task_id).await,
+            Action::Subscribe { task_id } => self.subscribe_only(&upstream, &task_id).await,
+            Action::Send(message) => {
+                let streaming = upstream.streaming && self.plan.options.mode != Some(Mode::Send);
+                let mut result = self.send(&upstream, &message, streaming).await;
+                // A waiting task remembered in the client's state may be gone or finished:
+                // then the message starts a new task in the same context.
+                if let Err(e) = &result {
+                    let implicit =
+                        self.plan.options.task_id.is_none() && self.plan.resolves.is_empty();
+                    if message.task_id.is_some() && implicit && is_stale_task(e) {
+                        tracing::info!(error = %e, "task from client state is stale; starting a new task");
+                        let mut fresh = message.clone();
+                        fresh.task_id = None;
+                        result = self.send(&upstream, &fresh, streaming).await;
+                    }
+                }
+                match result {
+                    Ok(()) => Ok(()),
+                    Err(e) => self.fail_with(&e).await,
+                }
+            }
+        }
+    }
+
+    /// Sends the message; `Err` only for an upstream error before any event.
+    async fn send(
+        &mut self,
+        upstream: &Resolved,
+        message: &crate::a2a::model::OutgoingMessage,
+        streaming: bool,
+    ) -> Result<(), ClientError> {
+        let history = self.plan.options.history_length;
+        if streaming {
+            let open = upstream.client.stream_message(message, history);
+            let stream = match tokio::time::timeout(self.timeouts.first_event, open).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    let _ = self.timeout_error("first_event").await;
+                    return Ok(());
+                }
+            };
+            let _ = self.pump(upstream, stream).await;
+            return Ok(());
+        }
+        let result = upstream
+            .client
+            .send_message(message, history, Some(self.timeouts.run))
+            .await?;
+        if self.apply(&result).await.is_ok() {
+            let _ = self.end_of_stream(upstream).await;
+        }
+        Ok(())
+    }
+
+    async fn timeout_error(&mut self, which: &str) -> Result<(), Disconnected> {
+        let ms = match which {
+            "first_event" => self.timeouts.first_event,
+            _ => self.timeouts.idle,
+        };
+        let msg = format!(
+            "no event from the upstream within timeouts.{which} ({} ms)",
+            ms.as_millis()
+        );
+        self.fail(codes::TIMEOUT, &msg).await
+    }
+
+    /// Reads an upstream stream into the projector until the run finishes.
+    async fn pump(
+        &mut self,
+        upstream: &Resolved,
+        mut stream: EventStream,
+    ) -> Result<(), Disconnected> {
+        let mut first = true;
+        loop {
+            let wait = if first {
+                self.timeouts.first_event
+            } else {
+                self.timeouts.idle
+            };
+            let next = tokio::select! {
+                biased;
+                _ = self.sink.tx.closed() => return Err(Disconnected),
+                next = tokio::time::timeout(wait, stream.next()) => next,
+            };
+            let which = if first { "first_event" } else { "idle" };
+            first = false;
+            match next {
+                Err(_) => return self.timeout_error(which).await,
+                Ok(Some(Ok(event))) => {
+                    self.upstream_events += 1;
+                    if self.upstream_events > self.limits.max_events_per_run {
+                        let msg = format!(
+                            "the upstream sent more than limits.max_events_per_run ({}) events",
+                            self.limits.max_events_per_run
+                        );
+                        return self.fail(codes::LIMIT_EXCEEDED, &msg).await;
+                    }
+                    self.apply(&event).await?;
+                    if self.projector.is_finished() {
+                        return Ok(());
+                    }
+                }
+                Ok(Some(Err(ClientError::Unavailable(reason)))) => {
+                    tracing::warn!(%reason, "upstream stream broke");
+                    return Box::pin(self.recover(upstream)).await;
+                }
+                Ok(Some(Err(e))) => return self.fail_with(&e).await,
+                Ok(None) => return self.end_of_stream(upstream).await,
+            }
+        }
+    }
+
+    async fn end_of_stream(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {
+        match self.projector.end_of_stream() {
+            Some(events) => self.sink.emit(events).await,
+            None => Box::pin(self.recover(upstream)).await,
+        }
+    }
+
+    /// DESIGN §9: the stream ended with the task unfinished. Resubscribe (bounded, with
+    /// backoff), or read the task if it finished meanwhile.
+    async fn recover(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {
+        let Some(task_id) = self.projector.task_id().map(str::to_owned) else {
+            return self
+                .fail(
+                    codes::UPSTREAM_STREAM_ENDED,
+                    "the upstream stream ended before any task or reply",
+                )
+                .await;
+        };
+        let mut last_error = String::from("the upstream stream ended before the task finished");
+        for attempt in 0..RECOVERY_ATTEMPTS {
+            tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+            if !upstream.streaming {
+                break;
+            }
+            match upstream.client.subscribe(&task_id).await {
+                Ok(stream) => {
+                    tracing::info!(%task_id, attempt, "resubscribed to the task");
+                    return self.pump(upstream, stream).await;
+                }
+                // The task finished while we were away: its snapshot tells how.
+                Err(ClientError::Rpc(rpc)) if rpc.code == -32004 => break,
+                Err(e @ ClientError::Rpc(_)) => return self.fail_with(&e).await,
+                Err(e) => last_error = e.to_string(),
+            }
+        }
+        match upstream.client.get_task(&task_id, Some(0)).await {
+            Ok(task) if task.status.state.is_terminal() || task.status.state.is_interrupted() => {
+                self.apply(&StreamEvent::Task(task)).await
+            }
+            Ok(_) | Err(_) => self.fail(codes::UPSTREAM_STREAM_ENDED, &last_error).await,
+        }
+    }
+
+    /// A `cancelled` resume: cancel the waiting task and finish as cancelled.
+    async fn cancel(&mut self, upstream: &Resolved, task_id: &str) -> Result<(), Disconnected> {
+        match upstream.client.cancel_task(task_id).await {
+            Ok(task) => {
+                self.apply(&StreamEvent::Task(task)).await?;
+                let events = self.projector.cancelled();
+                self.sink.emit(events).await
+            }
+            Err(e) => self.fail_with(&e).await,
+        }
+    }
+
+    /// `subscribeOnly`: snapshot the task, then follow it until it ends.
+    async fn subscribe_only(
+        &mut self,
+        upstream: &Resolved,
+        task_id: &str,
+    ) -> Result<(), Disconnected> {
+        let task: Task = match upstream
+            .client
+            .get_task(task_id, self.plan.options.history_length)
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => return self.fail_with(&e).await,
+        };
+        let snapshot = StreamEvent::Task(task.clone());
+        let mut events = self.projector.apply(&snapshot);
+        let messages = Event::MessagesSnapshot {
+            messages: history::messages(&[&task]),
+        };
+        // MESSAGES_SNAPSHOT right after RUN_STARTED + STATE_SNAPSHOT.
+        let at = events
+            .iter()
+            .position(|e| matches!(e, Event::StateSnapshot { .. }))
+            .map_or(0, |i| i + 1);
+        events.insert(at, messages);
+        self.sink.emit(events).await?;
+        if self.projector.is_finished() {
+            return Ok(());
+        }
+        if !upstream.streaming {
+            return self
+                .fail(
+                    codes::UPSTREAM_INVALID,
+                    "the agent does not stream; cannot follow its task",
+                )
+                .await;
+        }
+        match upstream.client.subscribe(task_id).await {
+            Ok(stream) => self.pump(upstream, stream).await,
+            Err(e) => self.fail_with(&e).await,
+        }
+    }
+
+    async fn on_disconnect(&mut self) {
+        let task = self.projector.task_id().map(str::to_owned);
+        tracing::info!(task_id = ?task, "client disconnected");
+        if !self.agent.settings.cancel_on_disconnect || self.projector.is_finished() {
+            return;
+        }
+        if let (Some(task_id), Some(upstream)) = (task, self.agent.resolved()) {
+            if let Err(e) = upstream.client.cancel_task(&task_id).await {
+                tracing::warn!(%task_id, error = %e, "cancel on disconnect failed");
+            }
+        }
+    }
+}
