@@ -186,7 +186,7 @@ impl Registry {
                     continue;
                 }
                 Err(e) => {
-                    errors.push(format!("{url}: {e}"));
+                    errors.push(format!("{url}: {}", crate::a2a::client::describe(&e)));
                     continue;
                 }
             };

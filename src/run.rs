@@ -197,6 +197,10 @@ impl Run {
             context_id: plan.context_id.clone(),
             task_id,
             max_artifact_bytes: limits.max_artifact_bytes_per_run,
+            resolves: match plan.action {
+                Action::Refuse(_) => Vec::new(),
+                _ => plan.resolves.clone(),
+            },
         };
         Self {
             agent,
@@ -229,6 +233,10 @@ impl Run {
     async fn execute(&mut self) -> Result<(), Disconnected> {
         let early = self.projector.start();
         self.sink.emit(early).await?;
+        if let Action::Refuse(reason) = &self.plan.action {
+            let message = reason.0.clone();
+            return self.fail(codes::BAD_RESUME, &message).await;
+        }
         let upstream = match self.registry.resolve(&self.agent).await {
             Ok(r) => r,
             Err(e) => {
@@ -237,7 +245,7 @@ impl Run {
             }
         };
         match self.plan.action.clone() {
-            Action::Refuse(reason) => self.fail(codes::BAD_RESUME, &reason.0).await,
+            Action::Refuse(_) => Ok(()),
             Action::Cancel { task_id } => self.cancel(&upstream, &task_id).await,
             Action::Subscribe { task_id } => self.subscribe_only(&upstream, &task_id).await,
             Action::Send(message) => {

@@ -274,7 +274,8 @@ impl Client {
     }
 }
 
-fn describe(e: &reqwest::Error) -> String {
+/// A reqwest error with its causes ("connection refused" is in the source chain).
+pub fn describe(e: &reqwest::Error) -> String {
     use std::error::Error;
     let mut msg = e.to_string();
     let mut source = e.source();

@@ -35,6 +35,8 @@ pub struct RunFrame {
     pub task_id: Option<String>,
     /// `limits.max_artifact_bytes_per_run`.
     pub max_artifact_bytes: usize,
+    /// Interrupts this run answers: their activity moves to `stage: "resolved"`.
+    pub resolves: Vec<String>,
 }
 
 /// Error codes of `RUN_ERROR` events (DESIGN §6).
@@ -236,6 +238,15 @@ impl Projector {
             snapshot: shadow.snapshot(),
         });
         self.shadow = Some(shadow);
+        // DESIGN §7: a finished run is never reopened; the resume run moves the activity
+        // on (the pending entries are already gone from the snapshot).
+        for id in &self.frame.resolves {
+            out.push(Event::ActivityDelta {
+                message_id: id.clone(),
+                activity_type: interrupt::ACTIVITY_TYPE.into(),
+                patch: vec![json!({"op": "replace", "path": "/stage", "value": "resolved"})],
+            });
+        }
     }
 
     fn on_task(&mut self, task: &Task, out: &mut Vec<Event>) {

@@ -69,6 +69,7 @@ fn frame(v1_client: bool) -> RunFrame {
         context_id: None,
         task_id: None,
         max_artifact_bytes: 1 << 20,
+        resolves: Vec::new(),
     }
 }
 
@@ -607,4 +608,16 @@ fn resubscribe_snapshot_does_not_repeat_text() {
         .filter(|e| e["type"] == "TEXT_MESSAGE_START" && e["messageId"] == status_id.as_str())
         .count();
     assert_eq!(starts, 1);
+}
+
+#[test]
+fn a_resume_run_moves_the_answered_activity_on() {
+    let mut f = frame(true);
+    f.context_id = Some("c".into());
+    f.resolves = vec!["a2a:T:q".into()];
+    let events = project_with("v1/stream-approve-followup.sse", f);
+    let delta = &events[2];
+    assert_eq!(delta["type"], "ACTIVITY_DELTA");
+    assert_eq!(delta["messageId"], "a2a:T:q");
+    assert_eq!(delta["patch"][0]["value"], "resolved");
 }

@@ -1,0 +1,76 @@
+// Drives the gateway with @ag-ui/client's HttpAgent, which validates every event (schema,
+// order, open/close discipline, JSON Patch application). Usage:
+//   node drive.mjs '<json script>'
+// Script: {"url": "...", "threadId": "...", "initialState": {...}?, "steps": [Step]}
+// Step:   {"message": "text"?, "resume": {"status": "resolved"|"cancelled", "payload": any}?,
+//          "forwardedProps": {...}?, "abortAfterMs": n?}
+// A `resume` answers every pending interrupt of the previous step. Prints one JSON object:
+// {"steps": [{events, failed, runErrors, warnings, messages, state, pendingInterrupts}]}.
+import { HttpAgent } from "@ag-ui/client";
+
+const script = JSON.parse(process.argv[2]);
+const warnings = [];
+for (const level of ["warn", "error"]) {
+  const original = console[level];
+  console[level] = (...args) => {
+    warnings.push(args.map((a) => (a instanceof Error ? a.message : String(a))).join(" "));
+    if (process.env.DRIVE_VERBOSE) original(...args);
+  };
+}
+
+const agent = new HttpAgent({
+  url: script.url,
+  threadId: script.threadId,
+  initialState: script.initialState ?? {},
+});
+
+const results = [];
+let n = 0;
+for (const step of script.steps) {
+  n += 1;
+  warnings.length = 0;
+  const events = [];
+  const runErrors = [];
+  let failed = null;
+  if (step.message !== undefined) {
+    agent.addMessage({ id: `${script.threadId}-user-${n}`, role: "user", content: step.message });
+  }
+  const params = { runId: `${script.threadId}-run-${n}` };
+  if (step.forwardedProps) params.forwardedProps = step.forwardedProps;
+  if (step.resume) {
+    params.resume = agent.pendingInterrupts.map((i) => {
+      const entry = { interruptId: i.id, status: step.resume.status };
+      if (step.resume.payload !== undefined) entry.payload = step.resume.payload;
+      return entry;
+    });
+  }
+  const subscriber = {
+    onEvent: ({ event }) => {
+      events.push(event);
+    },
+    onRunErrorEvent: ({ event }) => {
+      runErrors.push({ message: event.message, code: event.code });
+    },
+    onRunFailed: ({ error }) => {
+      failed = String(error?.message ?? error);
+    },
+  };
+  let timer;
+  if (step.abortAfterMs) timer = setTimeout(() => agent.abortRun(), step.abortAfterMs);
+  try {
+    await agent.runAgent(params, subscriber);
+  } catch (e) {
+    failed = failed ?? String(e?.message ?? e);
+  }
+  clearTimeout(timer);
+  results.push({
+    events,
+    failed,
+    runErrors,
+    warnings: [...warnings],
+    messages: agent.messages,
+    state: agent.state,
+    pendingInterrupts: agent.pendingInterrupts,
+  });
+}
+process.stdout.write(JSON.stringify({ steps: results }));

@@ -1,0 +1,464 @@
+//! End-to-end tests: the real gateway on 127.0.0.1, real A2A upstreams (Python a2a-sdk 1.3.0
+//! speaking 1.0+0.3, 1.0 only, 0.3 only, and the embedded demo agent), driven by the real
+//! AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent). Peers are installed by `scripts/test`.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+
+const MODES: [&str; 3] = ["both", "1.0", "0.3"];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streamed_text_reaches_the_client_on_every_protocol_version() {
+    for mode in MODES {
+        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
+        let steps = drive(
+            &gw.agent_url("ref"),
+            &format!("echo-{mode}"),
+            json!([{"message": "echo hello brave world"}]),
+        )
+        .await;
+        let s = &steps[0];
+        assert_accepted(s);
+        assert_eq!(
+            assistant_texts(s),
+            ["hello ", "brave ", "world ", "hello brave world"],
+            "{mode}"
+        );
+        assert_eq!(last_event(s)["type"], "RUN_FINISHED");
+        assert_eq!(last_event(s)["outcome"]["type"], "success");
+        assert_eq!(s["state"]["a2a"]["task"]["state"], "completed", "{mode}");
+        let started = &s["events"][0];
+        assert_eq!(started["threadId"], format!("echo-{mode}"));
+        assert_eq!(
+            started["metadata"]["a2a"]["contextId"],
+            s["state"]["a2a"]["contextId"]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_protocol_version_follows_the_card() {
+    let gw = Gateway::with_agents(&[
+        ("v03", upstream("0.3")),
+        ("v1", upstream("1.0")),
+        ("both", upstream("both")),
+    ])
+    .await;
+    // Reading the cards happens in the background: wait for readiness.
+    for _ in 0..50 {
+        if reqwest::get(format!("{}/readyz", gw.base))
+            .await
+            .unwrap()
+            .status()
+            == 200
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let agents: Value = reqwest::get(format!("{}/agents", gw.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let find = |name: &str| {
+        agents["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(find("v03")["protocolVersion"], "0.3");
+    assert_eq!(find("v1")["protocolVersion"], "1.0");
+    assert_eq!(
+        find("both")["protocolVersion"],
+        "1.0",
+        "1.0 preferred when both are offered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn artifacts_stream_as_text_and_land_in_state() {
+    for mode in MODES {
+        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
+        let steps = drive(
+            &gw.agent_url("ref"),
+            &format!("art-{mode}"),
+            json!([{"message": "artifact"}]),
+        )
+        .await;
+        let s = &steps[0];
+        assert_accepted(s);
+        let art = &s["state"]["view"]["artifacts"]["artifact-1"];
+        assert_eq!(art["text"], "Hello from artifact.", "{mode}");
+        assert_eq!(art["complete"], true);
+        assert_eq!(art["parts"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            assistant_texts(s),
+            ["Hello from artifact.", "Artifact ready."]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn input_required_interrupts_and_resumes_on_the_same_task() {
+    for mode in MODES {
+        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
+        let steps = drive(
+            &gw.agent_url("ref"),
+            &format!("hitl-{mode}"),
+            json!([{"message": "approve"}, {"resume": {"status": "resolved", "payload": "yes, go ahead"}}]),
+        )
+        .await;
+        let (ask, answer) = (&steps[0], &steps[1]);
+        assert_accepted(ask);
+        let pending = ask["pendingInterrupts"].as_array().unwrap();
+        assert_eq!(pending.len(), 1, "{mode}");
+        assert_eq!(pending[0]["reason"], "input_required");
+        assert_eq!(pending[0]["message"], "Do you approve? Reply yes or no.");
+        let task_id = ask["state"]["a2a"]["task"]["id"].clone();
+        assert_eq!(pending[0]["metadata"]["a2a"]["taskId"], task_id);
+        assert_eq!(ask["state"]["a2a"]["task"]["state"], "input-required");
+        let activity = ask["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "activity")
+            .unwrap();
+        assert_eq!(activity["content"]["stage"], "awaiting_input");
+
+        assert_accepted(answer);
+        assert!(answer["pendingInterrupts"].as_array().unwrap().is_empty());
+        assert_eq!(
+            answer["state"]["a2a"]["task"]["id"], task_id,
+            "resumed on the same task ({mode})"
+        );
+        assert_eq!(answer["state"]["a2a"]["task"]["state"], "completed");
+        assert_eq!(answer["state"]["a2a"]["pendingInterrupts"], json!({}));
+        assert_eq!(
+            assistant_texts(answer).last().unwrap(),
+            "Approved: yes, go ahead"
+        );
+        let activity = answer["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "activity")
+            .unwrap();
+        assert_eq!(activity["content"]["stage"], "resolved");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auth_required_and_a_plain_answer_without_resume() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    // A client without resume support answers with a plain user message (DESIGN §7).
+    let steps = drive(
+        &gw.agent_url("ref"),
+        "auth-plain",
+        json!([{"message": "auth"}]),
+    )
+    .await;
+    assert_eq!(
+        steps[0]["pendingInterrupts"][0]["reason"],
+        "a2a:auth_required"
+    );
+    let state = steps[0]["state"].clone();
+    let steps = drive_with(json!({
+        "url": gw.agent_url("ref"), "threadId": "auth-plain-2", "initialState": state,
+        "steps": [{"message": "token-123"}]
+    }))
+    .await;
+    assert_accepted(&steps[0]);
+    assert_eq!(
+        assistant_texts(&steps[0]),
+        ["Authenticated, thanks: token-123"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn structured_requests_carry_a_response_schema() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let steps = drive(
+        &gw.agent_url("ref"),
+        "form",
+        json!([{"message": "form"}, {"resume": {"status": "resolved", "payload": {"approved": true, "text": "ok"}}}]),
+    )
+    .await;
+    assert_accepted(&steps[0]);
+    assert_eq!(
+        steps[0]["pendingInterrupts"][0]["responseSchema"]["required"],
+        json!(["approved"])
+    );
+    assert_accepted(&steps[1]);
+    assert_eq!(assistant_texts(&steps[1]).last().unwrap(), "Approved: ok");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_resume_cancels_the_task() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let steps = drive(
+        &gw.agent_url("ref"),
+        "cancel",
+        json!([{"message": "approve"}, {"resume": {"status": "cancelled"}}]),
+    )
+    .await;
+    assert_accepted(&steps[1]);
+    assert_eq!(last_event(&steps[1])["outcome"]["type"], "cancelled");
+    assert_eq!(steps[1]["state"]["a2a"]["task"]["state"], "canceled");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failures_are_run_errors_never_successes() {
+    for mode in MODES {
+        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
+        for (text, code) in [
+            ("fail", "a2a_task_failed"),
+            ("reject", "a2a_task_rejected"),
+            ("crash", "a2a_error_-32603"),
+        ] {
+            let steps = drive(
+                &gw.agent_url("ref"),
+                &format!("{text}-{mode}"),
+                json!([{"message": text}]),
+            )
+            .await;
+            let s = &steps[0];
+            assert!(s["failed"].is_null(), "{}", s["failed"]);
+            assert_eq!(s["runErrors"][0]["code"], code, "{text} on {mode}");
+            assert_eq!(last_event(s)["type"], "RUN_ERROR");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn message_only_replies_finish_successfully() {
+    for mode in MODES {
+        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
+        let steps = drive(
+            &gw.agent_url("ref"),
+            &format!("msg-{mode}"),
+            json!([{"message": "msg hi there"}]),
+        )
+        .await;
+        assert_accepted(&steps[0]);
+        assert_eq!(assistant_texts(&steps[0]), ["hi there"]);
+        assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_state_updates_reach_the_app_state() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let steps = drive_with(json!({
+        "url": gw.agent_url("ref"), "threadId": "state", "initialState": {"mine": [1, 2]},
+        "steps": [{"message": "state"}]
+    }))
+    .await;
+    assert_accepted(&steps[0]);
+    assert_eq!(steps[0]["state"]["progress"].as_f64(), Some(50.0));
+    assert_eq!(
+        steps[0]["state"]["mine"],
+        json!([1, 2]),
+        "foreign keys are kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn later_turns_continue_the_server_context_not_the_thread_id() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let steps = drive(
+        &gw.agent_url("ref"),
+        "multi-turn",
+        json!([{"message": "echo one"}, {"message": "echo two"}]),
+    )
+    .await;
+    assert_accepted(&steps[0]);
+    assert_accepted(&steps[1]);
+    let first = steps[0]["state"]["a2a"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(
+        first, "multi-turn",
+        "the threadId is never sent as a contextId"
+    );
+    assert_eq!(steps[1]["state"]["a2a"]["contextId"], first.as_str());
+    assert_ne!(
+        steps[1]["state"]["a2a"]["task"]["id"],
+        steps[0]["state"]["a2a"]["task"]["id"]
+    );
+    // The binding store carries the context even when the client sends no state.
+    let steps = drive(
+        &gw.agent_url("ref"),
+        "multi-turn",
+        json!([{"message": "echo three"}]),
+    )
+    .await;
+    assert_eq!(steps[0]["state"]["a2a"]["contextId"], first.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn blocking_send_mode_projects_the_same_way() {
+    for mode in MODES {
+        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
+        let steps = drive(
+            &gw.agent_url("ref"),
+            &format!("send-{mode}"),
+            json!([{"message": "artifact", "forwardedProps": {"a2a": {"mode": "send"}}}]),
+        )
+        .await;
+        assert_accepted(&steps[0]);
+        assert_eq!(
+            steps[0]["state"]["view"]["artifacts"]["artifact-1"]["text"], "Hello from artifact.",
+            "{mode}"
+        );
+        assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn demo_agent_streams_text_and_interrupts() {
+    let gw = Gateway::start("{}", true).await;
+    let steps = drive(
+        &gw.agent_url("demo"),
+        "demo",
+        json!([{"message": "echo hi from the demo"}, {"message": "approve"}, {"resume": {"status": "resolved", "payload": "yes"}}, {"message": "artifact"}, {"message": "what can you do?"}]),
+    )
+    .await;
+    for s in &steps {
+        assert_accepted(s);
+    }
+    assert_eq!(
+        assistant_texts(&steps[0]),
+        ["hi ", "from ", "the ", "demo ", "hi from the demo"]
+    );
+    assert_eq!(steps[1]["pendingInterrupts"].as_array().unwrap().len(), 1);
+    assert_eq!(assistant_texts(&steps[2]).last().unwrap(), "Approved: yes");
+    assert_eq!(
+        steps[3]["state"]["view"]["artifacts"]["artifact-1"]["text"],
+        "Hello from artifact."
+    );
+    assert!(assistant_texts(&steps[4])
+        .last()
+        .unwrap()
+        .contains("echo <text>"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn demo_agent_pinned_to_0_3_works_end_to_end() {
+    let demo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = agui_a2a_gateway::demo::spawn(demo).await.unwrap();
+    let gw = Gateway::start(
+        &json!({"agents": [{"name": "d", "url": base, "protocol": "0.3"}]}).to_string(),
+        false,
+    )
+    .await;
+    let steps = drive(
+        &gw.agent_url("d"),
+        "demo03",
+        json!([{"message": "echo pinned"}, {"message": "fail"}]),
+    )
+    .await;
+    assert_accepted(&steps[0]);
+    assert_eq!(assistant_texts(&steps[0]), ["pinned ", "pinned"]);
+    assert_eq!(steps[1]["runErrors"][0]["code"], "a2a_task_failed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_upstream_is_a_run_error_not_an_http_error() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let gw = Gateway::with_agents(&[("down", &format!("http://127.0.0.1:{port}"))]).await;
+    let ready = reqwest::get(format!("{}/readyz", gw.base)).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: Value = ready.json().await.unwrap();
+    assert_eq!(body["agents"], json!(["down"]));
+    let steps = drive(
+        &gw.agent_url("down"),
+        "down",
+        json!([{"message": "echo x"}]),
+    )
+    .await;
+    assert!(steps[0]["failed"].is_null());
+    assert_eq!(steps[0]["runErrors"][0]["code"], "upstream_unavailable");
+    assert_eq!(
+        event_types(&steps[0]),
+        ["RUN_STARTED", "STATE_SNAPSHOT", "RUN_ERROR"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_resume_is_refused_in_the_stream() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let resp = reqwest::Client::new()
+        .post(gw.agent_url("ref"))
+        .json(&json!({"threadId": "t", "runId": "r", "messages": [],
+            "state": {"a2a": {"pendingInterrupts": {"a2a:T:q": {}}}},
+            "resume": [{"interruptId": "a2a:T:old", "status": "resolved", "payload": "y"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = resp.text().await.unwrap();
+    assert!(body.contains(r#""code":"invalid_resume""#), "{body}");
+    assert!(!body.contains('\r'), "LF-only SSE framing");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn request_errors_are_json_before_the_stream() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let client = reqwest::Client::new();
+    let good = json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "echo x"}]});
+    let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
+        (client.post(gw.agent_url("nope")).json(&good), 404, "unknown_agent"),
+        (client.post(gw.agent_url("ref")).body("{}").header("content-type", "text/plain"), 415, "unsupported_media_type"),
+        (client.post(gw.agent_url("ref")).body("{nope").header("content-type", "application/json"), 400, "malformed_json"),
+        (client.post(gw.agent_url("ref")).json(&json!({"threadId": "t"})), 422, "invalid_run_input"),
+        (client.post(gw.agent_url("ref")).json(&json!({"threadId": "t", "runId": "r", "messages": []})), 422, "no_user_message"),
+        (
+            client.post(gw.agent_url("ref")).json(&json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "x"}], "forwardedProps": {"a2a": {"mode": 3}}})),
+            422,
+            "invalid_forwarded_props",
+        ),
+        (client.post(gw.agent_url("ref")).body(vec![b' '; 9 * 1024 * 1024]).header("content-type", "application/json"), 413, "body_too_large"),
+        (client.get(format!("{}/agents/nope", gw.base)), 404, "unknown_agent"),
+    ];
+    for (req, status, code) in cases {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{code}");
+        assert!(resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json"));
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code);
+        assert!(body["error"]["message"].as_str().unwrap().len() > 5);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn old_clients_get_no_1_0_only_shapes() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let body = reqwest::Client::new()
+        .post(gw.agent_url("ref"))
+        .json(&json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "echo old"}]}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let last = body.trim_end().lines().last().unwrap();
+    assert_eq!(
+        last,
+        r#"data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#
+    );
+}

@@ -1,0 +1,193 @@
+//! Test peers for the end-to-end suite: the gateway (in-process, on 127.0.0.1:0), the real
+//! A2A upstream (Python a2a-sdk 1.3.0, one process per protocol mode, shared by the tests),
+//! and the real AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent, one Node process per drive).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+use agui_a2a_gateway::app;
+use agui_a2a_gateway::config::{self, FileConfig, Overrides};
+use serde_json::{json, Value};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn require(path: &Path, what: &str) -> PathBuf {
+    assert!(
+        path.exists(),
+        "{what} is missing at {}: run `bash scripts/test` (it installs the test peers)",
+        path.display()
+    );
+    path.to_owned()
+}
+
+/// A running reference upstream; lives for the whole test binary.
+pub struct Upstream {
+    pub url: String,
+    _child: Child,
+}
+
+fn start_upstream(versions: &str) -> Upstream {
+    let python = require(&root().join(".venv/bin/python"), "the Python venv");
+    let mut child = Command::new(python)
+        .arg(root().join("tests/upstream/ref_agent.py"))
+        .args([
+            "--versions",
+            versions,
+            "--parent-pid",
+            &std::process::id().to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the reference upstream");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("read READY");
+    let url = line
+        .trim()
+        .strip_prefix("READY ")
+        .unwrap_or_else(|| panic!("upstream did not start: {line:?}"))
+        .to_owned();
+    Upstream { url, _child: child }
+}
+
+/// The shared upstream for `versions` (`both`, `1.0`, `0.3`).
+pub fn upstream(versions: &'static str) -> &'static str {
+    static BOTH: OnceLock<Upstream> = OnceLock::new();
+    static V1: OnceLock<Upstream> = OnceLock::new();
+    static V03: OnceLock<Upstream> = OnceLock::new();
+    let cell = match versions {
+        "both" => &BOTH,
+        "1.0" => &V1,
+        "0.3" => &V03,
+        other => panic!("no upstream mode {other}"),
+    };
+    &cell.get_or_init(|| start_upstream(versions)).url
+}
+
+/// A gateway on 127.0.0.1:0 serving until the test's runtime ends.
+pub struct Gateway {
+    pub base: String,
+}
+
+impl Gateway {
+    /// Starts a gateway from a YAML config (agents etc.), optionally with `--demo`.
+    pub async fn start(yaml: &str, demo: bool) -> Self {
+        let file: FileConfig = serde_yaml::from_str(yaml).expect("test config");
+        let settings = config::settings(
+            file,
+            Overrides {
+                listen: Some("127.0.0.1:0".into()),
+                demo,
+                ..Default::default()
+            },
+        )
+        .expect("valid settings");
+        let app = app::build(settings).await.expect("build");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(app.serve(listener, std::future::pending()));
+        Self { base }
+    }
+
+    /// A gateway with agents `NAME=URL`.
+    pub async fn with_agents(agents: &[(&str, &str)]) -> Self {
+        let list: Vec<Value> = agents
+            .iter()
+            .map(|(n, u)| json!({"name": n, "url": u}))
+            .collect();
+        Self::start(&json!({ "agents": list }).to_string(), false).await
+    }
+
+    pub fn agent_url(&self, name: &str) -> String {
+        format!("{}/agents/{name}", self.base)
+    }
+}
+
+/// Runs the HttpAgent driver; returns its per-step results.
+pub async fn drive(url: &str, thread_id: &str, steps: Value) -> Vec<Value> {
+    drive_with(json!({"url": url, "threadId": thread_id, "steps": steps})).await
+}
+
+pub async fn drive_with(script: Value) -> Vec<Value> {
+    let client = root().join("tests/client");
+    require(&client.join("node_modules/@ag-ui/client"), "@ag-ui/client");
+    let out = tokio::process::Command::new("node")
+        .arg(client.join("drive.mjs"))
+        .arg(script.to_string())
+        .output()
+        .await
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "driver failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "driver output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    v["steps"].as_array().unwrap().clone()
+}
+
+/// The client accepted every event: no failure, no pipeline warning, no stripped field,
+/// no state patch that failed to apply.
+pub fn assert_accepted(step: &Value) {
+    assert!(
+        step["failed"].is_null(),
+        "run failed in the client: {}",
+        step["failed"]
+    );
+    let warnings = step["warnings"].as_array().unwrap();
+    assert!(warnings.is_empty(), "client warnings: {warnings:?}");
+    let types = event_types(step);
+    assert_eq!(
+        types.first().map(String::as_str),
+        Some("RUN_STARTED"),
+        "{types:?}"
+    );
+}
+
+pub fn event_types(step: &Value) -> Vec<String> {
+    step["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+pub fn last_event(step: &Value) -> &Value {
+    step["events"].as_array().unwrap().last().unwrap()
+}
+
+/// `(role, content)` of the client's messages, activity messages left out.
+pub fn transcript(step: &Value) -> Vec<(String, String)> {
+    step["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "activity")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+pub fn assistant_texts(step: &Value) -> Vec<String> {
+    transcript(step)
+        .into_iter()
+        .filter(|(r, _)| r == "assistant")
+        .map(|(_, c)| c)
+        .collect()
+}

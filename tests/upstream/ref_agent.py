@@ -1,0 +1,269 @@
+"""A scripted A2A agent built on the Python a2a-sdk 1.3.0: the real upstream of the
+gateway's end-to-end tests.
+
+Usage: python ref_agent.py --versions both|1.0|0.3 [--port 0]
+Prints "READY <base-url>" on stdout once it listens.
+
+- both: A2A 1.0 JSON-RPC with the SDK's v0.3 compatibility layer on the same URL (the
+  card lists both interfaces).
+- 1.0: no compatibility layer; the card lists only 1.0.
+- 0.3: a 0.3-only agent: a 0.3-style card (top-level url/protocolVersion, no
+  supportedInterfaces) and every 1.0 method refused with -32601, so a client that does not
+  speak 0.3 fails loudly.
+
+Scripted by the first word of the first user message of a task: echo X, artifact, approve,
+auth, form, state, slow N, fail, reject, crash, msg X.
+"""
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from a2a.helpers.proto_helpers import (
+    new_data_part,
+    new_task_from_user_message,
+    new_text_message,
+    new_text_part,
+)
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events.event_queue_v2 import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandlerV2
+from a2a.server.routes.agent_card_routes import create_agent_card_routes
+from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    TaskState,
+)
+
+INTERRUPTED = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
+
+
+def first_text(task) -> str:
+    for part in task.history[0].parts if task.history else []:
+        if part.text:
+            return part.text
+    return ""
+
+
+class ScriptedExecutor(AgentExecutor):
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        text = context.get_user_input()
+        task = context.current_task
+        if task is None:
+            words = text.split()
+            if words and words[0] == "msg":
+                await event_queue.enqueue_event(
+                    new_text_message(" ".join(words[1:]) or "hi", context_id=context.context_id)
+                )
+                return
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+            follow_up = None
+        else:
+            follow_up = task.status.state
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+
+        def say(t: str):
+            return updater.new_agent_message([new_text_part(t)])
+
+        await updater.start_work()
+        if follow_up in INTERRUPTED:
+            scenario = first_text(task).split()[0] if first_text(task) else ""
+            if scenario == "auth":
+                await updater.complete(say(f"Authenticated, thanks: {text}"))
+            else:
+                await updater.complete(say(f"Approved: {text}"))
+            return
+
+        words = text.split()
+        command, args = (words[0], words[1:]) if words else ("", [])
+        if command == "echo":
+            for w in args:
+                await updater.update_status(TaskState.TASK_STATE_WORKING, say(f"{w} "))
+                await asyncio.sleep(0.01)
+            await updater.complete(say(" ".join(args)))
+        elif command == "artifact":
+            chunks = ["Hello ", "from ", "artifact."]
+            for i, c in enumerate(chunks):
+                await updater.add_artifact(
+                    [new_text_part(c)],
+                    artifact_id="artifact-1",
+                    name="result.txt",
+                    append=i > 0,
+                    last_chunk=i == len(chunks) - 1,
+                )
+            await updater.complete(say("Artifact ready."))
+        elif command == "approve":
+            await updater.requires_input(say("Do you approve? Reply yes or no."))
+        elif command == "auth":
+            await updater.requires_auth(say("Please authenticate, then reply."))
+        elif command == "form":
+            schema = {
+                "type": "object",
+                "properties": {"approved": {"type": "boolean"}, "comment": {"type": "string"}},
+                "required": ["approved"],
+            }
+            request = {"type": "a2a.input.request", "requestId": "r1", "title": "Approval", "schema": schema}
+            msg = updater.new_agent_message(
+                [new_text_part("Please fill in the approval form."), new_data_part(request)]
+            )
+            await updater.requires_input(msg)
+        elif command == "state":
+            patch = {"type": "agui-state-delta", "patch": [{"op": "add", "path": "/progress", "value": 50}]}
+            await updater.update_status(
+                TaskState.TASK_STATE_WORKING, updater.new_agent_message([new_data_part(patch)])
+            )
+            await updater.complete(say("State updated: progress 50."))
+        elif command == "slow":
+            n = int(args[0]) if args else 3
+            for i in range(1, n + 1):
+                await asyncio.sleep(0.1)
+                await updater.update_status(TaskState.TASK_STATE_WORKING, say(f"tick {i}/{n}"))
+            await updater.complete(say(f"slow {n} done"))
+        elif command == "fail":
+            await updater.failed(say("Simulated failure."))
+        elif command == "reject":
+            await updater.reject(say("I will not do that."))
+        elif command == "crash":
+            raise RuntimeError("Simulated executor crash")
+        else:
+            await updater.complete(say(f"unknown scenario: {text}"))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.cancel(updater.new_agent_message([new_text_part("Canceled by client.")]))
+
+
+def v1_method_guard(app):
+    """For the 0.3-only mode: refuse every A2A 1.0 method."""
+
+    async def guarded(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/":
+            return await app(scope, receive, send)
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        try:
+            method = json.loads(body).get("method", "")
+        except Exception:
+            method = ""
+        if method and "/" not in method:
+            response = JSONResponse(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32601, "message": "Method not found (0.3-only agent)"}}
+            )
+            return await response(scope, receive, send)
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await app(scope, replay, send)
+
+    return guarded
+
+
+def build(versions: str, base: str):
+    interfaces = []
+    if versions in ("both", "1.0"):
+        interfaces.append(AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="1.0"))
+    if versions in ("both", "0.3"):
+        interfaces.append(AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="0.3"))
+    skill = AgentSkill(
+        id="scripted",
+        name="Scripted scenarios",
+        description="echo X | artifact | approve | auth | form | state | slow N | fail | reject | crash | msg X",
+        tags=["test"],
+    )
+    card = AgentCard(
+        name=f"Reference upstream ({versions})",
+        description="Scripted a2a-sdk 1.3.0 agent for gateway tests.",
+        supported_interfaces=interfaces,
+        version="1.0.0",
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[skill],
+    )
+    handler = DefaultRequestHandlerV2(
+        agent_executor=ScriptedExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = create_jsonrpc_routes(handler, "/", enable_v0_3_compat=versions != "1.0")
+    if versions == "0.3":
+        legacy_card = {
+            "protocolVersion": "0.3.0",
+            "name": card.name,
+            "description": card.description,
+            "url": base,
+            "preferredTransport": "JSONRPC",
+            "version": "1.0.0",
+            "capabilities": {"streaming": True, "pushNotifications": False},
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "scripted", "name": skill.name, "description": skill.description, "tags": ["test"]}],
+        }
+        routes.append(Route("/.well-known/agent-card.json", lambda _r: JSONResponse(legacy_card)))
+        return v1_method_guard(Starlette(routes=routes))
+    routes += create_agent_card_routes(card)
+    return Starlette(routes=routes)
+
+
+def main():
+    # The crash scenario raises on purpose; keep the SDK's tracebacks out of test output.
+    logging.disable(logging.CRITICAL)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--versions", choices=["both", "1.0", "0.3"], default="both")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
+    args = parser.parse_args()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}/"
+    app = build(args.versions, base)
+    config = uvicorn.Config(app, log_level="warning")
+    server = uvicorn.Server(config)
+    print(f"READY {base}", flush=True)
+
+    async def run():
+        async def watch_parent():
+            while True:
+                await asyncio.sleep(0.5)
+                try:
+                    os.kill(args.parent_pid, 0)
+                except OSError:
+                    server.should_exit = True
+                    return
+
+        if args.parent_pid:
+            asyncio.get_running_loop().create_task(watch_parent())
+        await server.serve(sockets=[sock])
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
