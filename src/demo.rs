@@ -4,7 +4,8 @@
 //! one of the test peers, and drives the benchmark.
 //!
 //! Scripted by the first word of the user's message (DESIGN §2): `echo X`, `artifact`,
-//! `approve`, `auth`, `fail`, `slow N`, `bench N K`; anything else gets a message listing them.
+//! `approve`, `auth`, `fail`, `slow N`, `bench N K`, plus `idle S` (a quiet open task, for
+//! the benchmark's memory figure); anything else gets a message listing them.
 //! Tasks live in memory for the process lifetime.
 
 use std::collections::BTreeMap;
@@ -30,7 +31,8 @@ use crate::a2a::model::{ProtocolVersion, TaskState};
 const HELP: &str = "I am the agui-a2a-gateway demo agent. Start your message with one of: \
 `echo <text>` (streams the text word by word), `artifact` (an artifact in chunks), \
 `approve` (asks for your approval, then completes), `auth` (asks you to authenticate), \
-`fail` (fails), `slow <N>` (N ticks 100 ms apart), `bench <N> <K>` (N events of K bytes).";
+`fail` (fails), `slow <N>` (N ticks 100 ms apart), `bench <N> <K>` (N events of K bytes), \
+`idle <S>` (a quiet task that completes after S seconds).";
 
 /// What happened to a task, version-neutral; encoded per request version.
 #[derive(Debug, Clone)]
@@ -288,20 +290,38 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Response {
 
 // ---- scenarios ----
 
-/// The steps of a scenario after the task exists.
-async fn script(demo: Shared, task_id: String, text: String, follow_up: Option<&'static str>) {
-    let emit = |u: Update| apply(&demo, &task_id, u);
-    let status = |state: TaskState, text: Option<String>| Update::Status {
+/// Publishes a task's updates: recorded on the task, broadcast to subscribers, and sent
+/// with backpressure to the stream that started this turn (so a fast scenario never
+/// outruns its reader).
+struct Emitter {
+    demo: Shared,
+    task_id: String,
+    origin: mpsc::Sender<Update>,
+}
+
+impl Emitter {
+    async fn emit(&self, u: Update) {
+        apply(&self.demo, &self.task_id, u.clone());
+        let _ = self.origin.send(u).await;
+    }
+}
+
+fn status(state: TaskState, text: Option<String>) -> Update {
+    Update::Status {
         state,
         message: text.map(AgentMessage::new),
-    };
-    emit(status(TaskState::Working, None));
+    }
+}
+
+/// The steps of a scenario after the task exists.
+async fn script(out: Emitter, text: String, follow_up: Option<&'static str>) {
+    out.emit(status(TaskState::Working, None)).await;
     if let Some(kind) = follow_up {
         let reply = match kind {
             "auth" => format!("Authenticated, thanks: {text}"),
             _ => format!("Approved: {text}"),
         };
-        emit(status(TaskState::Completed, Some(reply)));
+        out.emit(status(TaskState::Completed, Some(reply))).await;
         return;
     }
     let mut words = text.split_whitespace();
@@ -310,34 +330,61 @@ async fn script(demo: Shared, task_id: String, text: String, follow_up: Option<&
     match command.as_str() {
         "echo" => {
             for w in &args {
-                emit(status(TaskState::Working, Some(format!("{w} "))));
+                out.emit(status(TaskState::Working, Some(format!("{w} "))))
+                    .await;
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            emit(status(TaskState::Completed, Some(args.join(" "))));
+            out.emit(status(TaskState::Completed, Some(args.join(" "))))
+                .await;
         }
         "artifact" => {
             let chunks = ["Hello ", "from ", "artifact."];
             for (i, c) in chunks.iter().enumerate() {
-                emit(Update::Artifact {
+                out.emit(Update::Artifact {
                     id: "artifact-1".into(),
                     name: "result.txt".into(),
                     text: (*c).into(),
                     append: i > 0,
                     last_chunk: i == chunks.len() - 1,
-                });
+                })
+                .await;
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            emit(status(TaskState::Completed, Some("Artifact ready.".into())));
+            out.emit(status(TaskState::Completed, Some("Artifact ready.".into())))
+                .await;
         }
-        "approve" => emit(status(
-            TaskState::InputRequired,
-            Some("Do you approve? Reply yes or no.".into()),
-        )),
-        "auth" => emit(status(
-            TaskState::AuthRequired,
-            Some("Please authenticate, then reply.".into()),
-        )),
-        "fail" => emit(status(TaskState::Failed, Some("Simulated failure.".into()))),
+        "approve" => {
+            out.emit(status(
+                TaskState::InputRequired,
+                Some("Do you approve? Reply yes or no.".into()),
+            ))
+            .await
+        }
+        "auth" => {
+            out.emit(status(
+                TaskState::AuthRequired,
+                Some("Please authenticate, then reply.".into()),
+            ))
+            .await
+        }
+        "fail" => {
+            out.emit(status(TaskState::Failed, Some("Simulated failure.".into())))
+                .await
+        }
+        "idle" => {
+            // An open, quiet stream (the benchmark's memory-per-stream figure).
+            let secs: u64 = args
+                .first()
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(10)
+                .min(3600);
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            out.emit(status(
+                TaskState::Completed,
+                Some(format!("idle {secs} done")),
+            ))
+            .await;
+        }
         "slow" => {
             let n: u32 = args
                 .first()
@@ -346,9 +393,11 @@ async fn script(demo: Shared, task_id: String, text: String, follow_up: Option<&
                 .min(100_000);
             for i in 1..=n {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                emit(status(TaskState::Working, Some(format!("tick {i}/{n}"))));
+                out.emit(status(TaskState::Working, Some(format!("tick {i}/{n}"))))
+                    .await;
             }
-            emit(status(TaskState::Completed, Some(format!("slow {n} done"))));
+            out.emit(status(TaskState::Completed, Some(format!("slow {n} done"))))
+                .await;
         }
         "bench" => {
             let n: usize = args
@@ -365,17 +414,21 @@ async fn script(demo: Shared, task_id: String, text: String, follow_up: Option<&
                 // Each event carries its send time, for the benchmark's latency figures.
                 let mut text = format!("t={} i={i} ", stamp_nanos());
                 text.extend(std::iter::repeat_n('x', k.saturating_sub(text.len())));
-                emit(status(TaskState::Working, Some(text)));
+                out.emit(status(TaskState::Working, Some(text))).await;
                 if i % 64 == 63 {
                     tokio::task::yield_now().await;
                 }
             }
-            emit(status(
+            out.emit(status(
                 TaskState::Completed,
                 Some(format!("bench {n} {k} done")),
-            ));
+            ))
+            .await;
         }
-        _ => emit(status(TaskState::Completed, Some(HELP.into()))),
+        _ => {
+            out.emit(status(TaskState::Completed, Some(HELP.into())))
+                .await
+        }
     }
 }
 
@@ -541,7 +594,7 @@ async fn send(
         };
     }
     // Resolve or create the task.
-    let (task_id, follow_up, rx) = if let Some(tid) = given_task {
+    let (task_id, follow_up) = if let Some(tid) = given_task {
         let Some(mut t) = demo.tasks.get_mut(&tid) else {
             return rpc_error(&id, -32001, &format!("Task {tid} not found"));
         };
@@ -560,11 +613,10 @@ async fn send(
             user: true,
             text: text.clone(),
         });
-        let rx = t.updates.subscribe();
-        (tid, Some(kind), rx)
+        (tid, Some(kind))
     } else {
         let tid = uuid::Uuid::new_v4().to_string();
-        let (tx, rx) = broadcast::channel(4096);
+        let (tx, _) = broadcast::channel(1024);
         let record = TaskRecord {
             context_id: given_ctx.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
             state: TaskState::Submitted,
@@ -582,14 +634,15 @@ async fn send(
             created: demo.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
         demo.tasks.insert(tid.clone(), record);
-        (tid, None, rx)
+        (tid, None)
     };
     let (ctx, snapshot) = {
         let t = demo.tasks.get(&task_id).expect("just stored");
         (t.context_id.clone(), task_json(v, &task_id, &t))
     };
-    // Open the origin channel before the worker runs so no update is missed.
-    let (tx, out) = mpsc::channel::<Value>(1024);
+    // The origin stream reads this turn's updates with backpressure (`Emitter`).
+    let (origin_tx, mut rx) = mpsc::channel::<Update>(256);
+    let (tx, out) = mpsc::channel::<Value>(256);
     let first = if follow_up.is_none() {
         Some(rpc_result(&id, wrap_task(v, snapshot)))
     } else {
@@ -597,34 +650,28 @@ async fn send(
     };
     let forward = {
         let (id, task_id, ctx) = (id.clone(), task_id.clone(), ctx.clone());
-        let mut rx = rx;
         async move {
             if let Some(f) = first {
                 if tx.send(f).await.is_err() {
                     return;
                 }
             }
-            loop {
-                match rx.recv().await {
-                    Ok(u) => {
-                        let done = matches!(&u, Update::Status { state, .. } if is_final(state));
-                        if tx
-                            .send(rpc_result(&id, update_json(v, &u, &task_id, &ctx)))
-                            .await
-                            .is_err()
-                            || done
-                        {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return,
+            while let Some(u) = rx.recv().await {
+                let done = matches!(&u, Update::Status { state, .. } if is_final(state));
+                let frame = rpc_result(&id, update_json(v, &u, &task_id, &ctx));
+                if tx.send(frame).await.is_err() || done {
+                    return;
                 }
             }
         }
     };
     tokio::spawn(forward);
-    let worker = tokio::spawn(script(demo.clone(), task_id.clone(), text, follow_up));
+    let emitter = Emitter {
+        demo: demo.clone(),
+        task_id: task_id.clone(),
+        origin: origin_tx,
+    };
+    let worker = tokio::spawn(script(emitter, text, follow_up));
     if let Some(mut t) = demo.tasks.get_mut(&task_id) {
         t.worker = Some(worker.abort_handle());
     }

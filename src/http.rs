@@ -9,17 +9,18 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures::StreamExt;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use crate::agui::{event, RunAgentInput};
+use crate::agui::RunAgentInput;
 use crate::binding::BindingStore;
 use crate::bridge::request;
 use crate::config::{Limits, TimeoutSettings};
@@ -182,12 +183,29 @@ async fn run_agent(
         timeouts: s.timeouts,
         permit,
     });
-    let frames = events.map(|e| Ok::<_, Infallible>(SseEvent::default().data(event::encode(&e))));
-    let mut resp = Sse::new(frames)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
-        .into_response();
+    let mut resp = Response::new(Body::from_stream(with_keep_alive(events, KEEP_ALIVE)));
     let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(resp)
+}
+
+/// The run's SSE chunks, with a `: keep-alive` comment after every `interval` of silence
+/// (comment lines are ignored by SSE parsers, `@ag-ui/client` included).
+fn with_keep_alive(
+    events: impl Stream<Item = Bytes> + Send + Unpin + 'static,
+    interval: Duration,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    futures::stream::unfold(events, move |mut events| async move {
+        let item = match tokio::time::timeout(interval, events.next()).await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return None,
+            Err(_) => Bytes::from_static(b": keep-alive\n\n"),
+        };
+        Some((Ok(item), events))
+    })
 }

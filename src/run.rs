@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_stream::wrappers::ReceiverStream;
@@ -47,31 +48,47 @@ pub struct RunRequest {
 /// The client went away; stop quietly.
 struct Disconnected;
 
-/// Sends events to the response, remembering what the envelope guarantee needs.
+/// Sends events to the response, remembering what the envelope guarantee needs. The
+/// events of one upstream event travel as one SSE chunk (one channel hop, one write).
 #[derive(Clone)]
 struct Sink {
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<Bytes>,
     started: Arc<AtomicBool>,
     ended: Arc<AtomicBool>,
 }
 
 impl Sink {
     async fn emit(&self, events: Vec<Event>) -> Result<(), Disconnected> {
-        for e in events {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut chunk = Vec::with_capacity(256 * events.len());
+        for e in &events {
             if matches!(e, Event::RunStarted { .. }) {
                 self.started.store(true, Ordering::Relaxed);
             }
             if e.is_terminal() {
                 self.ended.store(true, Ordering::Relaxed);
             }
-            self.tx.send(e).await.map_err(|_| Disconnected)?;
+            encode_sse(e, &mut chunk);
         }
-        Ok(())
+        self.tx
+            .send(Bytes::from(chunk))
+            .await
+            .map_err(|_| Disconnected)
     }
 }
 
-/// Starts the run and returns its event stream.
-pub fn start(req: RunRequest) -> ReceiverStream<Event> {
+/// Appends one SSE frame: `data: <compact JSON>\n\n`, LF only (CRLF breaks
+/// `@ag-ui/client`, agui.md §5.2). Compact JSON has no raw newlines, so one `data:` line.
+fn encode_sse(event: &Event, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(crate::agui::event::encode(event).as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Starts the run and returns its SSE byte stream (keep-alives are the caller's).
+pub fn start(req: RunRequest) -> ReceiverStream<Bytes> {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let sink = Sink {
         tx,

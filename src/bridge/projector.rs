@@ -57,12 +57,34 @@ pub mod codes {
     }
 }
 
+/// What was streamed of one agent message: open, or closed with a digest of its text
+/// (so a repeat can be recognised without keeping every message's text for the run).
+#[derive(Debug, PartialEq, Eq)]
+enum Streamed {
+    Open,
+    Closed { len: usize, digest: u64 },
+}
+
+impl Streamed {
+    fn closed(text: &str) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        Self::Closed {
+            len: text.len(),
+            digest: h.finish(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct ArtifactTrack {
     pointer: String,
     text: String,
     message_id: String,
     message_open: bool,
+    /// The artifact's text message was closed; later chunks update state only.
+    message_done: bool,
 }
 
 /// Projects one run's A2A stream into AG-UI events.
@@ -74,11 +96,11 @@ pub struct Projector {
     shadow: Option<Shadow>,
     saw_task: bool,
     saw_reply: bool,
-    /// The status/agent message currently open, if any.
+    /// The agent message currently open, if any, and its text so far.
     open_message: Option<String>,
-    /// Text projected so far per AG-UI message id.
-    texts: HashMap<String, String>,
-    closed: HashSet<String>,
+    open_text: String,
+    /// Every agent message streamed in this run (artifact messages live in `artifacts`).
+    messages: HashMap<String, Streamed>,
     artifacts: HashMap<String, ArtifactTrack>,
     surfaces: HashSet<String>,
     artifact_bytes: usize,
@@ -96,8 +118,8 @@ impl Projector {
             saw_task: false,
             saw_reply: false,
             open_message: None,
-            texts: HashMap::new(),
-            closed: HashSet::new(),
+            open_text: String::new(),
+            messages: HashMap::new(),
             artifacts: HashMap::new(),
             surfaces: HashSet::new(),
             artifact_bytes: 0,
@@ -343,61 +365,70 @@ impl Projector {
         } else {
             msg.message_id.clone()
         };
-        self.stream_text(id, &text, true, out);
+        self.stream_text(id, &text, out);
     }
 
-    /// Streams `text` for message `id`. A message re-sent with more text yields only the new
-    /// suffix; text that does not extend what was sent is appended as is.
-    fn stream_text(&mut self, id: String, text: &str, is_status: bool, out: &mut Vec<Event>) {
-        let open = self.texts.contains_key(&id) && !self.closed.contains(&id);
-        let id = if self.closed.contains(&id) {
-            // Re-sent after it was closed: identical text is a repeat, new text a new message.
-            if self.texts.get(&id).is_some_and(|t| t == text) {
-                return;
+    /// Streams `text` for the agent message `id` (at most one is open at a time). A message
+    /// re-sent with more text yields only the new suffix; text that does not extend what was
+    /// sent is appended as is; a closed message re-sent unchanged (a resubscribe snapshot) is
+    /// a repeat and yields nothing.
+    fn stream_text(&mut self, id: String, text: &str, out: &mut Vec<Event>) {
+        if self.open_message.as_deref() == Some(id.as_str()) {
+            let delta = match text.strip_prefix(self.open_text.as_str()) {
+                Some(suffix) => suffix.to_owned(),
+                None => text.to_owned(),
+            };
+            self.open_text.push_str(&delta);
+            if !delta.is_empty() {
+                out.push(Event::TextMessageContent {
+                    message_id: id,
+                    delta,
+                });
             }
-            let mut n = 2;
-            while self.texts.contains_key(&format!("{id}~{n}")) {
-                n += 1;
-            }
-            format!("{id}~{n}")
-        } else {
-            id
-        };
-        if !open {
-            if is_status {
-                if let Some(prev) = self.open_message.take() {
-                    self.close_message(&prev, out);
-                }
-            }
-            out.push(Event::TextMessageStart {
-                message_id: id.clone(),
-                role: ASSISTANT,
-            });
-            if is_status {
-                self.open_message = Some(id.clone());
-            }
+            return;
         }
-        let sent = self.texts.entry(id.clone()).or_default();
-        let delta = text.strip_prefix(sent.as_str()).unwrap_or(text).to_owned();
-        sent.push_str(&delta);
-        if !delta.is_empty() {
+        let id = match self.messages.get(&id) {
+            None => id,
+            Some(sent) if *sent == Streamed::closed(text) => return,
+            Some(_) => {
+                let mut n = 2;
+                while self.messages.contains_key(&format!("{id}~{n}")) {
+                    n += 1;
+                }
+                format!("{id}~{n}")
+            }
+        };
+        if let Some(prev) = self.open_message.take() {
+            let prev_text = std::mem::take(&mut self.open_text);
+            self.messages
+                .insert(prev.clone(), Streamed::closed(&prev_text));
+            self.close_message(&prev, out);
+        }
+        self.messages.insert(id.clone(), Streamed::Open);
+        self.open_message = Some(id.clone());
+        self.open_text = text.to_owned();
+        out.push(Event::TextMessageStart {
+            message_id: id.clone(),
+            role: ASSISTANT,
+        });
+        if !text.is_empty() {
             out.push(Event::TextMessageContent {
                 message_id: id,
-                delta,
+                delta: text.to_owned(),
             });
         }
     }
 
     fn close_message(&mut self, id: &str, out: &mut Vec<Event>) {
-        if self.closed.insert(id.to_owned()) {
-            out.push(Event::TextMessageEnd {
-                message_id: id.to_owned(),
-            });
-        }
+        out.push(Event::TextMessageEnd {
+            message_id: id.to_owned(),
+        });
     }
 
     fn close_messages(&mut self, out: &mut Vec<Event>) {
         if let Some(id) = self.open_message.take() {
+            let text = std::mem::take(&mut self.open_text);
+            self.messages.insert(id.clone(), Streamed::closed(&text));
             self.close_message(&id, out);
         }
         let mut open: Vec<String> = self
@@ -406,6 +437,7 @@ impl Projector {
             .filter(|a| a.message_open)
             .map(|a| {
                 a.message_open = false;
+                a.message_done = true;
                 a.message_id.clone()
             })
             .collect();
@@ -515,6 +547,7 @@ impl Projector {
         let chunk_text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
         let known = self.artifacts.contains_key(&key);
         let mut ops = Vec::new();
+        let mut chunk_delta = chunk_text.clone();
         if append && known {
             let track = &self.artifacts[&key];
             for part in &artifact.parts {
@@ -553,23 +586,33 @@ impl Projector {
                 text: String::new(),
                 message_id,
                 message_open: false,
+                message_done: false,
             });
             track.pointer = pointer;
-            track.text.clear();
+            // A re-sent whole artifact (a resubscribe snapshot) streams only what is new.
+            let before = std::mem::take(&mut track.text);
+            track.text.push_str(&chunk_text);
+            chunk_delta = match chunk_text.strip_prefix(before.as_str()) {
+                Some(suffix) if !before.is_empty() => suffix.to_owned(),
+                _ => chunk_text.clone(),
+            };
         }
         let track = self.artifacts.get_mut(&key).expect("tracked above");
-        track.text.push_str(&chunk_text);
+        if append && known {
+            track.text.push_str(&chunk_text);
+        }
         if last_chunk && append && known {
             ops.push(add(format!("{}/complete", track.pointer), json!(true)));
             ops.push(add(format!("{}/text", track.pointer), json!(track.text)));
         }
         let message_id = track.message_id.clone();
         let was_open = track.message_open;
-        if !chunk_text.is_empty() && !self.closed.contains(&message_id) {
+        let streams = !chunk_delta.is_empty() && !track.message_done;
+        if streams {
             track.message_open = true;
         }
         self.delta(ops, out);
-        if !chunk_text.is_empty() && !self.closed.contains(&message_id) {
+        if streams {
             if !was_open {
                 out.push(Event::TextMessageStart {
                     message_id: message_id.clone(),
@@ -578,13 +621,14 @@ impl Projector {
             }
             out.push(Event::TextMessageContent {
                 message_id: message_id.clone(),
-                delta: chunk_text,
+                delta: chunk_delta,
             });
         }
         if last_chunk {
             if let Some(t) = self.artifacts.get_mut(&key) {
                 if t.message_open {
                     t.message_open = false;
+                    t.message_done = true;
                     self.close_message(&message_id, out);
                 }
             }

@@ -94,10 +94,39 @@ impl Shadow {
     }
 
     /// Applies `ops` atomically; on success they are safe to emit as one `STATE_DELTA`.
+    ///
+    /// The gateway's own deltas are single `add`s whose parents exist (checked by
+    /// [`Shadow::parents_of`]); they are applied in place, costing the size of the value.
+    /// Anything else (an agent's patch) goes through the `json-patch` crate.
     pub fn apply(&mut self, ops: &[Value]) -> Result<(), String> {
+        if let [op] = ops {
+            if let Some(()) = self.add_in_place(op) {
+                return Ok(());
+            }
+        }
         let patch: json_patch::Patch =
             serde_json::from_value(Value::Array(ops.to_vec())).map_err(|e| e.to_string())?;
         json_patch::patch(&mut self.doc, &patch).map_err(|e| e.to_string())
+    }
+
+    /// RFC 6902 `add` of one member or array element (`-` appends); `None` if `op` is not
+    /// such an add or its parent is missing (left to the general path).
+    fn add_in_place(&mut self, op: &Value) -> Option<()> {
+        if op.get("op")?.as_str()? != "add" {
+            return None;
+        }
+        let path = op.get("path")?.as_str()?;
+        let value = op.get("value")?;
+        let (parent, last) = path.rsplit_once('/')?;
+        let last = last.replace("~1", "/").replace("~0", "~");
+        match self.doc.pointer_mut(parent)? {
+            Value::Object(m) => {
+                m.insert(last, value.clone());
+            }
+            Value::Array(a) if last == "-" => a.push(value.clone()),
+            _ => return None,
+        }
+        Some(())
     }
 
     /// Replaces the document (an agent's `agui-state-snapshot`), keeping the gateway's
@@ -140,6 +169,24 @@ mod tests {
             s.snapshot(),
             json!({"app": 1, "view": {"x": 2, "artifacts": {}}, "a2a": {"pendingInterrupts": {}, "contextId": "c"}})
         );
+    }
+
+    #[test]
+    fn in_place_adds_match_rfc_6902() {
+        let mut fast = Shadow::new(None, None);
+        let mut slow = fast.doc.clone();
+        for op in [
+            add("/a2a/task", json!({"id": "t"})),
+            add("/a2a/task", json!({"id": "u"})),
+            add("/view/artifacts/a~1b", json!({"parts": []})),
+            add("/view/artifacts/a~1b/parts/-", json!(1)),
+        ] {
+            fast.apply(std::slice::from_ref(&op)).unwrap();
+            let patch: json_patch::Patch = serde_json::from_value(json!([op])).unwrap();
+            json_patch::patch(&mut slow, &patch).unwrap();
+        }
+        assert_eq!(fast.doc, slow);
+        assert!(fast.apply(&[add("/missing/x", json!(1))]).is_err());
     }
 
     #[test]
