@@ -59,11 +59,14 @@ async fn start_gateway(demo_url: &str) -> Gateway {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start the gateway binary");
-    let base = format!("http://127.0.0.1:{port}");
+    let gateway = Gateway {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
     for _ in 0..100 {
-        if let Ok(r) = reqwest::get(format!("{base}/readyz")).await {
+        if let Ok(r) = reqwest::get(format!("{}/readyz", gateway.base)).await {
             if r.status().is_success() {
-                return Gateway { child, base };
+                return gateway;
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -96,6 +99,7 @@ struct Sample {
 async fn read(
     resp: reqwest::Response,
     started: Instant,
+    prefix: &str,
     text_of: fn(&Value) -> Option<&str>,
 ) -> Sample {
     let mut stream = resp.bytes_stream().eventsource();
@@ -104,6 +108,10 @@ async fn read(
     let mut last_event = Duration::ZERO;
     while let Some(Ok(ev)) = stream.next().await {
         let now = demo::stamp_nanos();
+        // Only frames that can carry a bench event are parsed, on both paths.
+        if !ev.data.starts_with(prefix) {
+            continue;
+        }
         let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
             continue;
         };
@@ -131,9 +139,9 @@ fn agui_text(v: &Value) -> Option<&str> {
         .flatten()
 }
 
-async fn direct(http: &reqwest::Client, demo_url: &str, n: usize, k: usize, id: usize) -> Sample {
+async fn direct(http: &reqwest::Client, demo_url: &str, load: &str, id: usize) -> Sample {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "SendStreamingMessage", "params": {"message": {
-        "messageId": format!("bench-direct-{id}"), "role": "ROLE_USER", "parts": [{"text": format!("bench {n} {k}")}]}}});
+        "messageId": format!("bench-direct-{id}"), "role": "ROLE_USER", "parts": [{"text": load}]}}});
     let started = Instant::now();
     let resp = http
         .post(demo_url)
@@ -142,12 +150,12 @@ async fn direct(http: &reqwest::Client, demo_url: &str, n: usize, k: usize, id: 
         .send()
         .await
         .unwrap();
-    read(resp, started, a2a_text).await
+    read(resp, started, "{", a2a_text).await
 }
 
-async fn via_gateway(http: &reqwest::Client, gw: &str, n: usize, k: usize, id: usize) -> Sample {
+async fn via_gateway(http: &reqwest::Client, gw: &str, load: &str, id: usize) -> Sample {
     let body = json!({"threadId": format!("bench-{id}"), "runId": format!("r{id}"), "protocolVersion": "1.0",
-        "messages": [{"id": format!("bench-gw-{id}"), "role": "user", "content": format!("bench {n} {k}")}]});
+        "messages": [{"id": format!("bench-gw-{id}"), "role": "user", "content": load}]});
     let started = Instant::now();
     let resp = http
         .post(format!("{gw}/agents/demo"))
@@ -155,7 +163,13 @@ async fn via_gateway(http: &reqwest::Client, gw: &str, n: usize, k: usize, id: u
         .send()
         .await
         .unwrap();
-    read(resp, started, agui_text).await
+    read(
+        resp,
+        started,
+        r#"{"type":"TEXT_MESSAGE_CONTENT""#,
+        agui_text,
+    )
+    .await
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -237,6 +251,8 @@ async fn main() {
     let k = env_or("BENCH_BYTES", 256);
     let idle = env_or("BENCH_IDLE_STREAMS", 1_000);
     let rounds = env_or("BENCH_ROUNDS", 5);
+    let rate = env_or("BENCH_PACED_RATE", 2_000);
+    let paced_n = env_or("BENCH_PACED_EVENTS", 6_000);
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let demo_url = demo::spawn(listener).await.unwrap();
@@ -248,25 +264,37 @@ async fn main() {
         .unwrap();
 
     // Warm up both paths, then alternate so both see the same machine conditions.
-    direct(&http, &demo_url, 500, k, 0).await;
-    via_gateway(&http, &gw.base, 500, k, 0).await;
-    let (mut d, mut g) = (Vec::new(), Vec::new());
+    let flat_out = format!("bench {n} {k}");
+    let paced = format!("bench {paced_n} {k} {rate}");
+    direct(&http, &demo_url, "bench 500 64", 0).await;
+    via_gateway(&http, &gw.base, "bench 500 64", 0).await;
+    let (mut d, mut g, mut dp, mut gp) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {
-        d.push(direct(&http, &demo_url, n, k, round).await);
-        g.push(via_gateway(&http, &gw.base, n, k, round).await);
+        d.push(direct(&http, &demo_url, &flat_out, round).await);
+        g.push(via_gateway(&http, &gw.base, &flat_out, round).await);
+    }
+    for round in 1..=2 {
+        dp.push(direct(&http, &demo_url, &paced, 100 + round).await);
+        gp.push(via_gateway(&http, &gw.base, &paced, 100 + round).await);
     }
     assert!(
         d.iter().chain(&g).all(|s| s.events == n),
         "every event arrives on both paths"
     );
+    assert!(
+        dp.iter().chain(&gp).all(|s| s.events == paced_n),
+        "every paced event arrives"
+    );
     let peak = rss_kib(gw.child.id(), "VmHWM:");
     let (before, during) = idle_streams(&http, &gw, idle).await;
     let (ds, gs) = (summarize(&d), summarize(&g));
+    let (dps, gps) = (summarize(&dp), summarize(&gp));
     let extra_mib = during.saturating_sub(before) as f64 / 1024.0;
 
-    println!("\nagui-a2a-gateway benchmark: `bench {n} {k}` from the demo agent, {rounds} rounds per path (medians; latency over all events), {} cores", std::thread::available_parallelism().map_or(0, |p| p.get()));
+    let cores = std::thread::available_parallelism().map_or(0, |p| p.get());
+    println!("\nagui-a2a-gateway benchmark ({cores} cores). Throughput: `{flat_out}` (as fast as the agent can), {rounds} rounds per path, medians. Latency: `{paced}` ({rate} events/s), 2 rounds per path, all events.");
     println!();
-    println!("| metric | direct A2A | via gateway | gateway / direct |");
+    println!("| metric | direct A2A | via gateway | gateway vs direct |");
     println!("|---|---:|---:|---:|");
     println!(
         "| events/s | {:.0} | {:.0} | {:.2}x |",
@@ -281,16 +309,16 @@ async fn main() {
         gs.last_ms / ds.last_ms
     );
     println!(
-        "| latency per event p50 (us) | {:.0} | {:.0} | +{:.0} us added |",
-        ds.p50,
-        gs.p50,
-        gs.p50 - ds.p50
+        "| latency per event p50 (us) | {:.0} | {:.0} | {:+.0} us |",
+        dps.p50,
+        gps.p50,
+        gps.p50 - dps.p50
     );
     println!(
-        "| latency per event p99 (us) | {:.0} | {:.0} | +{:.0} us added |",
-        ds.p99,
-        gs.p99,
-        gs.p99 - ds.p99
+        "| latency per event p99 (us) | {:.0} | {:.0} | {:+.0} us |",
+        dps.p99,
+        gps.p99,
+        gps.p99 - dps.p99
     );
     println!(
         "| gateway peak RSS (MiB) | - | {:.1} | |",

@@ -31,7 +31,7 @@ use crate::a2a::model::{ProtocolVersion, TaskState};
 const HELP: &str = "I am the agui-a2a-gateway demo agent. Start your message with one of: \
 `echo <text>` (streams the text word by word), `artifact` (an artifact in chunks), \
 `approve` (asks for your approval, then completes), `auth` (asks you to authenticate), \
-`fail` (fails), `slow <N>` (N ticks 100 ms apart), `bench <N> <K>` (N events of K bytes), \
+`fail` (fails), `slow <N>` (N ticks 100 ms apart), `bench <N> <K> [R]` (N events of K bytes, R per second or as fast as possible), \
 `idle <S>` (a quiet task that completes after S seconds).";
 
 /// What happened to a task, version-neutral; encoded per request version.
@@ -400,30 +400,26 @@ async fn script(out: Emitter, text: String, follow_up: Option<&'static str>) {
                 .await;
         }
         "bench" => {
-            let n: usize = args
-                .first()
-                .and_then(|a| a.parse().ok())
-                .unwrap_or(1000)
-                .min(10_000_000);
-            let k: usize = args
-                .get(1)
-                .and_then(|a| a.parse().ok())
-                .unwrap_or(64)
-                .clamp(40, 4_000_000);
+            let arg = |i: usize, default: usize| -> usize {
+                args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default)
+            };
+            let n = arg(0, 1000).min(10_000_000);
+            let k = arg(1, 64).clamp(40, 4_000_000);
+            // Optional pacing in events per second; absent or 0 means as fast as possible.
+            let rate = arg(2, 0);
+            let start = tokio::time::Instant::now();
             for i in 0..n {
+                if rate > 0 {
+                    let due = Duration::from_secs_f64(i as f64 / rate as f64);
+                    tokio::time::sleep_until(start + due).await;
+                }
                 // Each event carries its send time, for the benchmark's latency figures.
                 let mut text = format!("t={} i={i} ", stamp_nanos());
                 text.extend(std::iter::repeat_n('x', k.saturating_sub(text.len())));
                 out.emit(status(TaskState::Working, Some(text))).await;
-                if i % 64 == 63 {
-                    tokio::task::yield_now().await;
-                }
             }
-            out.emit(status(
-                TaskState::Completed,
-                Some(format!("bench {n} {k} done")),
-            ))
-            .await;
+            let done = format!("bench {n} {k} done");
+            out.emit(status(TaskState::Completed, Some(done))).await;
         }
         _ => {
             out.emit(status(TaskState::Completed, Some(HELP.into())))
@@ -834,7 +830,7 @@ pub async fn spawn(listener: tokio::net::TcpListener) -> std::io::Result<String>
     let base = format!("http://{addr}/");
     let app = router(base.clone());
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+        if let Err(e) = axum::serve(crate::app::nodelay(listener), app).await {
             tracing::error!(error = %e, "demo agent stopped");
         }
     });

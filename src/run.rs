@@ -1,7 +1,7 @@
 //! One AG-UI run, end to end: the only async orchestration in the gateway.
 //!
-//! A run is a spawned task that owns the upstream A2A calls and feeds a bounded channel the
-//! HTTP response reads from. It guarantees the AG-UI envelope whatever happens upstream or
+//! A run is a future polled by its own SSE response body ([`RunBody`]): it owns the upstream
+//! A2A calls and feeds a bounded channel the body drains, in the same task. It guarantees the AG-UI envelope whatever happens upstream or
 //! inside the gateway: `RUN_STARTED` first, exactly one `RUN_FINISHED` or `RUN_ERROR` last
 //! (a panic still ends in `RUN_ERROR`). Timeouts (first event, idle, whole run) and limits
 //! (events per run) live here, not in an HTTP layer, because the route streams. A dropped
@@ -9,14 +9,16 @@
 //! projector's dedup by messageId keeps recovered text from repeating. A client disconnect
 //! does not cancel the A2A task unless the agent's `cancel_on_disconnect` says so.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
-use tokio_stream::wrappers::ReceiverStream;
 
 use crate::a2a::client::{ClientError, EventStream};
 use crate::a2a::model::{StreamEvent, Task};
@@ -87,8 +89,60 @@ fn encode_sse(event: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\n\n");
 }
 
+/// The SSE body of one run. The run itself is polled inside the body stream (no spawned
+/// task): the HTTP connection drives the upstream read, so there is no cross-thread hop
+/// per event, and a client that goes away drops the run and its upstream request with it.
+pub struct RunBody {
+    producer: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    rx: mpsc::Receiver<Bytes>,
+    /// The task to cancel if the client leaves first (`cancel_on_disconnect`).
+    cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
+}
+
+struct CancelOnDrop {
+    client: crate::a2a::client::Client,
+    task_id: String,
+}
+
+impl Stream for RunBody {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        loop {
+            if let Poll::Ready(Some(chunk)) = self.rx.poll_recv(cx) {
+                return Poll::Ready(Some(chunk));
+            }
+            match self.producer.as_mut() {
+                Some(producer) => match producer.as_mut().poll(cx) {
+                    Poll::Ready(()) => self.producer = None,
+                    Poll::Pending => return Poll::Pending,
+                },
+                None => return self.rx.poll_recv(cx),
+            }
+        }
+    }
+}
+
+impl Drop for RunBody {
+    fn drop(&mut self) {
+        if self.producer.is_none() {
+            return;
+        }
+        tracing::info!("client disconnected before the run ended");
+        let pending = self.cancel_on_drop.lock().ok().and_then(|mut c| c.take());
+        if let Some(CancelOnDrop { client, task_id }) = pending {
+            tokio::spawn(async move {
+                match client.cancel_task(&task_id).await {
+                    Ok(_) => tracing::info!(%task_id, "task cancelled after client disconnect"),
+                    Err(e) => tracing::warn!(%task_id, error = %e, "cancel on disconnect failed"),
+                }
+            });
+        }
+    }
+}
+
 /// Starts the run and returns its SSE byte stream (keep-alives are the caller's).
-pub fn start(req: RunRequest) -> ReceiverStream<Bytes> {
+pub fn start(req: RunRequest) -> RunBody {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let sink = Sink {
         tx,
@@ -96,11 +150,11 @@ pub fn start(req: RunRequest) -> ReceiverStream<Bytes> {
         ended: Arc::default(),
     };
     let guard = sink.clone();
+    let cancel_on_drop = Arc::new(Mutex::new(None));
     let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
-    tokio::spawn(async move {
-        let outcome = std::panic::AssertUnwindSafe(drive(req, sink))
-            .catch_unwind()
-            .await;
+    let run = drive(req, sink, cancel_on_drop.clone());
+    let producer = async move {
+        let outcome = std::panic::AssertUnwindSafe(run).catch_unwind().await;
         if outcome.is_err() {
             tracing::error!(%thread_id, %run_id, "run panicked");
         }
@@ -120,37 +174,31 @@ pub fn start(req: RunRequest) -> ReceiverStream<Bytes> {
             ));
             let _ = guard.emit(events).await;
         }
-    });
-    ReceiverStream::new(rx)
+    };
+    RunBody {
+        producer: Some(Box::pin(producer)),
+        rx,
+        cancel_on_drop,
+    }
 }
 
-async fn drive(req: RunRequest, sink: Sink) {
-    let agent_name = req.agent.settings.name.clone();
-    let thread_id = req.input.thread_id.clone();
+async fn drive(req: RunRequest, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
     let run_timeout = req.timeouts.run;
-    let mut run = Run::prepare(req, sink).await;
+    let mut run = Run::prepare(req, sink, cancel_on_drop).await;
     let result = tokio::time::timeout(run_timeout, run.execute()).await;
-    match result {
-        Ok(Ok(())) => {}
-        Ok(Err(Disconnected)) => run.on_disconnect().await,
-        Err(_) => {
-            let events = run.projector.fail(
-                codes::TIMEOUT,
-                &format!(
-                    "the run exceeded timeouts.run ({} ms)",
-                    run_timeout.as_millis()
-                ),
-            );
-            let _ = run.sink.emit(events).await;
-        }
+    if result.is_err() {
+        let message = format!(
+            "the run exceeded timeouts.run ({} ms)",
+            run_timeout.as_millis()
+        );
+        let events = run.projector.fail(codes::TIMEOUT, &message);
+        let _ = run.sink.emit(events).await;
     }
-    if let Some(context_id) = run.projector.context_id() {
-        run.bindings.put(&agent_name, &thread_id, context_id).await;
-    }
-    drop(run.permit.take());
+    run.disarm_cancel();
 }
 
 struct Run {
+    thread_id: String,
     agent: Arc<Agent>,
     registry: Arc<Registry>,
     bindings: Arc<BindingStore>,
@@ -160,7 +208,11 @@ struct Run {
     projector: Projector,
     sink: Sink,
     upstream_events: u64,
-    permit: Option<OwnedSemaphorePermit>,
+    /// Held for the run's lifetime (`limits.max_concurrent_runs`).
+    _permit: OwnedSemaphorePermit,
+    cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
+    /// The contextId was written to the binding store.
+    bound: bool,
 }
 
 fn error_code(e: &ClientError) -> String {
@@ -181,7 +233,11 @@ impl Run {
     /// Resolves the context id (DESIGN §4 order: forwardedProps, state, binding store;
     /// the threadId itself only for agents that accept client context ids) and builds
     /// the projector.
-    async fn prepare(req: RunRequest, sink: Sink) -> Self {
+    async fn prepare(
+        req: RunRequest,
+        sink: Sink,
+        cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
+    ) -> Self {
         let RunRequest {
             agent,
             registry,
@@ -220,6 +276,7 @@ impl Run {
             },
         };
         Self {
+            thread_id: input.thread_id.clone(),
             agent,
             registry,
             bindings,
@@ -229,7 +286,9 @@ impl Run {
             projector: Projector::new(frame),
             sink,
             upstream_events: 0,
-            permit: Some(permit),
+            _permit: permit,
+            cancel_on_drop,
+            bound: false,
         }
     }
 
@@ -244,7 +303,40 @@ impl Run {
 
     async fn apply(&mut self, event: &StreamEvent) -> Result<(), Disconnected> {
         let events = self.projector.apply(event);
+        self.after_apply().await;
         self.sink.emit(events).await
+    }
+
+    /// Bookkeeping once ids are known: bind the thread to its context (DESIGN §4) and arm
+    /// the cancel-on-disconnect for the task.
+    async fn after_apply(&mut self) {
+        if !self.bound {
+            if let Some(context_id) = self.projector.context_id().map(str::to_owned) {
+                let agent = &self.agent.settings.name;
+                self.bindings.put(agent, &self.thread_id, &context_id).await;
+                self.bound = true;
+            }
+        }
+        if self.agent.settings.cancel_on_disconnect {
+            let armed = match (self.projector.task_id(), self.agent.resolved()) {
+                (Some(task_id), Some(upstream)) if !self.projector.is_finished() => {
+                    Some(CancelOnDrop {
+                        client: upstream.client.clone(),
+                        task_id: task_id.to_owned(),
+                    })
+                }
+                _ => None,
+            };
+            if let Ok(mut slot) = self.cancel_on_drop.lock() {
+                *slot = armed;
+            }
+        }
+    }
+
+    fn disarm_cancel(&self) {
+        if let Ok(mut slot) = self.cancel_on_drop.lock() {
+            *slot = None;
+        }
     }
 
     async fn execute(&mut self) -> Result<(), Disconnected> {
@@ -343,11 +435,7 @@ impl Run {
             } else {
                 self.timeouts.idle
             };
-            let next = tokio::select! {
-                biased;
-                _ = self.sink.tx.closed() => return Err(Disconnected),
-                next = tokio::time::timeout(wait, stream.next()) => next,
-            };
+            let next = tokio::time::timeout(wait, stream.next()).await;
             let which = if first { "first_event" } else { "idle" };
             first = false;
             match next {
@@ -471,19 +559,6 @@ impl Run {
         match upstream.client.subscribe(task_id).await {
             Ok(stream) => self.pump(upstream, stream).await,
             Err(e) => self.fail_with(&e).await,
-        }
-    }
-
-    async fn on_disconnect(&mut self) {
-        let task = self.projector.task_id().map(str::to_owned);
-        tracing::info!(task_id = ?task, "client disconnected");
-        if !self.agent.settings.cancel_on_disconnect || self.projector.is_finished() {
-            return;
-        }
-        if let (Some(task_id), Some(upstream)) = (task, self.agent.resolved()) {
-            if let Err(e) = upstream.client.cancel_task(&task_id).await {
-                tracing::warn!(%task_id, error = %e, "cancel on disconnect failed");
-            }
         }
     }
 }

@@ -414,7 +414,9 @@ async fn a_stale_resume_is_refused_in_the_stream() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_errors_are_json_before_the_stream() {
-    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    // A small body limit, so the too-large body is fully sent before the gateway answers.
+    let config = json!({"agents": [{"name": "ref", "url": upstream("both")}], "limits": {"max_body_bytes": 2048}});
+    let gw = Gateway::start(&config.to_string(), false).await;
     let client = reqwest::Client::new();
     let good = json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "echo x"}]});
     let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
@@ -428,7 +430,7 @@ async fn request_errors_are_json_before_the_stream() {
             422,
             "invalid_forwarded_props",
         ),
-        (client.post(gw.agent_url("ref")).body(vec![b' '; 9 * 1024 * 1024]).header("content-type", "application/json"), 413, "body_too_large"),
+        (client.post(gw.agent_url("ref")).body(vec![b' '; 4096]).header("content-type", "application/json"), 413, "body_too_large"),
         (client.get(format!("{}/agents/nope", gw.base)), 404, "unknown_agent"),
     ];
     for (req, status, code) in cases {
