@@ -5,6 +5,7 @@
 pub mod card;
 pub mod client;
 pub mod model;
+pub mod sse;
 mod wire_v0_3;
 mod wire_v1;
 

@@ -31,8 +31,10 @@ use crate::registry::{Agent, Registry, Resolved};
 
 /// Resubscribe attempts after the upstream stream drops.
 const RECOVERY_ATTEMPTS: u32 = 3;
-/// Events buffered between the run task and the HTTP response.
+/// SSE chunks buffered between the run and its response body.
 const CHANNEL_CAPACITY: usize = 64;
+/// Ready chunks are merged into one write up to this size.
+const MAX_MERGED_CHUNK: usize = 64 * 1024;
 
 /// Everything a run needs, handed over by the HTTP handler.
 pub struct RunRequest {
@@ -85,7 +87,7 @@ impl Sink {
 /// `@ag-ui/client`, agui.md §5.2). Compact JSON has no raw newlines, so one `data:` line.
 fn encode_sse(event: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(b"data: ");
-    out.extend_from_slice(crate::agui::event::encode(event).as_bytes());
+    crate::agui::event::encode_into(event, out);
     out.extend_from_slice(b"\n\n");
 }
 
@@ -108,18 +110,42 @@ impl Stream for RunBody {
     type Item = Bytes;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        loop {
-            if let Poll::Ready(Some(chunk)) = self.rx.poll_recv(cx) {
-                return Poll::Ready(Some(chunk));
-            }
-            match self.producer.as_mut() {
-                Some(producer) => match producer.as_mut().poll(cx) {
-                    Poll::Ready(()) => self.producer = None,
-                    Poll::Pending => return Poll::Pending,
-                },
-                None => return self.rx.poll_recv(cx),
+        // Drive the run first, so it can project every upstream event already received.
+        if let Some(producer) = self.producer.as_mut() {
+            if producer.as_mut().poll(cx).is_ready() {
+                self.producer = None;
             }
         }
+        // Then hand over everything ready as one chunk: under load that is one write for
+        // many events, and it never waits for more.
+        let mut merged: Option<Vec<u8>> = None;
+        let mut first: Option<Bytes> = None;
+        while let Ok(chunk) = self.rx.try_recv() {
+            match (&mut merged, first.take()) {
+                (Some(buf), _) => buf.extend_from_slice(&chunk),
+                (None, None) => first = Some(chunk),
+                (None, Some(prev)) => {
+                    let mut buf = Vec::with_capacity(prev.len() + chunk.len());
+                    buf.extend_from_slice(&prev);
+                    buf.extend_from_slice(&chunk);
+                    merged = Some(buf);
+                }
+            }
+            if merged.as_ref().is_some_and(|b| b.len() >= MAX_MERGED_CHUNK) {
+                break;
+            }
+        }
+        if let Some(buf) = merged {
+            return Poll::Ready(Some(Bytes::from(buf)));
+        }
+        if let Some(chunk) = first {
+            return Poll::Ready(Some(chunk));
+        }
+        if self.producer.is_none() {
+            // The run is over and its sender dropped: whatever was left has been sent.
+            return Poll::Ready(None);
+        }
+        Poll::Pending
     }
 }
 

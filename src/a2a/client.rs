@@ -10,11 +10,11 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
 
 use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
+use super::sse::{self, SseError};
 use super::{parse_envelope, request_body, Operation, Reply};
 
 /// Why a call to the upstream did not give a usable answer.
@@ -30,8 +30,8 @@ pub enum ClientError {
     #[error("invalid upstream response: {0}")]
     Invalid(String),
     /// One upstream event exceeded `limits.max_event_bytes`.
-    #[error("upstream event of {size} bytes exceeds the limit of {limit} bytes")]
-    EventTooLarge { size: usize, limit: usize },
+    #[error("an upstream event exceeds limits.max_event_bytes ({limit} bytes)")]
+    EventTooLarge { limit: usize },
     /// The operation does not exist in the upstream's protocol version.
     #[error("{0} is not supported by A2A {1}")]
     Unsupported(&'static str, &'static str),
@@ -248,27 +248,19 @@ impl Client {
                 None => Err(ClientError::Invalid(truncate(&text))),
             };
         }
-        let limit = self.max_event_bytes;
-        let frames = resp.bytes_stream().eventsource();
-        let events = frames.filter_map(move |frame| {
-            let item = match frame {
-                Err(e) => Some(Err(ClientError::Unavailable(format!(
-                    "upstream stream broke: {e}"
-                )))),
-                Ok(ev) if ev.data.trim().is_empty() => None,
-                Ok(ev) if ev.data.len() > limit => Some(Err(ClientError::EventTooLarge {
-                    size: ev.data.len(),
-                    limit,
-                })),
-                // 1.0 marks error frames with `event: error`, 0.3 does not: the envelope
-                // decides either way.
-                Ok(ev) => Some(match parse_envelope(&ev.data) {
-                    Some(Reply::Result(r)) => Ok(version.decode_event(r)),
-                    Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
-                    None => Err(ClientError::Invalid(truncate(&ev.data))),
-                }),
-            };
-            futures::future::ready(item)
+        let frames = sse::frames(resp.bytes_stream(), self.max_event_bytes);
+        let events = frames.map(move |frame| match frame {
+            Err(SseError::TooLarge { limit }) => Err(ClientError::EventTooLarge { limit }),
+            Err(e) => Err(ClientError::Unavailable(format!(
+                "upstream stream broke: {e}"
+            ))),
+            // 1.0 marks error frames with `event: error`, 0.3 does not: the envelope decides
+            // either way.
+            Ok(frame) => match parse_envelope(&frame.data) {
+                Some(Reply::Result(r)) => Ok(version.decode_event(r)),
+                Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+                None => Err(ClientError::Invalid(truncate(&frame.data))),
+            },
         });
         Ok(Box::pin(events))
     }

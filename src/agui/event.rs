@@ -117,6 +117,15 @@ pub struct Interrupt {
     pub metadata: Option<Value>,
 }
 
+/// Appends one event as compact JSON (no newlines) to `out`.
+pub fn encode_into(event: &Event, out: &mut Vec<u8>) {
+    let mark = out.len();
+    if serde_json::to_writer(&mut *out, event).is_err() {
+        out.truncate(mark);
+        out.extend_from_slice(encode(event).as_bytes());
+    }
+}
+
 /// Encodes one event as an SSE `data:` payload (compact JSON, no newlines).
 pub fn encode(event: &Event) -> String {
     // Serializing these types cannot fail: every key is a string and no map is keyed by
