@@ -309,6 +309,12 @@ async fn main() {
         gs.last_ms / ds.last_ms
     );
     println!(
+        "| time to last event, paced (ms) | {:.1} | {:.1} | {:.2}x (target <= 1.10x) |",
+        dps.last_ms,
+        gps.last_ms,
+        gps.last_ms / dps.last_ms
+    );
+    println!(
         "| latency per event p50 (us) | {:.0} | {:.0} | {:+.0} us |",
         dps.p50,
         gps.p50,

@@ -209,3 +209,80 @@ fn with_keep_alive(
         Some((Ok(item), events))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request as HttpRequest;
+    use tower::ServiceExt;
+
+    fn state() -> AppState {
+        let config = crate::config::settings(
+            Default::default(),
+            crate::config::Overrides {
+                demo: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        AppState {
+            registry: Arc::new(Registry::new(
+                Vec::new(),
+                reqwest::Client::new(),
+                Duration::from_secs(1),
+                1024,
+            )),
+            bindings: Arc::new(BindingStore::memory()),
+            limits: config.limits,
+            timeouts: config.timeouts,
+            runs: Arc::new(Semaphore::new(1)),
+        }
+    }
+
+    /// Every operation in `openapi/openapi.json` is routed (no fallback 404, no 405), so
+    /// the checked-in description cannot drift from the router.
+    #[tokio::test]
+    async fn openapi_describes_routed_operations() {
+        let spec: serde_json::Value =
+            serde_json::from_str(include_str!("../openapi/openapi.json")).unwrap();
+        let paths = spec["paths"].as_object().unwrap();
+        let mut operations = 0;
+        for (path, item) in paths {
+            for method in ["get", "post", "put", "delete", "patch"] {
+                if item.get(method).is_none() {
+                    continue;
+                }
+                operations += 1;
+                let uri = path.replace("{name}", "x");
+                let req = HttpRequest::builder()
+                    .method(method.to_uppercase().as_str())
+                    .uri(&uri)
+                    .header("content-type", "application/json")
+                    .body(Body::from("{}"))
+                    .unwrap();
+                let resp = router(state()).oneshot(req).await.unwrap();
+                assert_ne!(
+                    resp.status(),
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "{method} {path}"
+                );
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                    .await
+                    .unwrap();
+                let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_ne!(
+                    body["error"]["code"], "not_found",
+                    "{method} {path} is not routed"
+                );
+            }
+        }
+        assert_eq!(operations, 5);
+        let unrouted = HttpRequest::builder()
+            .uri("/nope")
+            .body(Body::empty())
+            .unwrap();
+        let resp = router(state()).oneshot(unrouted).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    }
+}

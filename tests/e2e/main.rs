@@ -2,8 +2,12 @@
 //! speaking 1.0+0.3, 1.0 only, 0.3 only, and the embedded demo agent), driven by the real
 //! AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent). Peers are installed by `scripts/test`.
 
+mod fake;
 mod support;
 
+use std::time::Duration;
+
+use fake::{task, update, Answer, Fake};
 use serde_json::{json, Value};
 use support::*;
 
@@ -463,4 +467,109 @@ async fn old_clients_get_no_1_0_only_shapes() {
         last,
         r#"data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_stream_is_resubscribed_without_repeating_text() {
+    let up = Fake::start(vec![
+        (
+            "SendStreamingMessage",
+            Answer::Frames(vec![
+                task("TASK_STATE_SUBMITTED", None),
+                update("TASK_STATE_WORKING", Some(("m1", "part one "))),
+            ]),
+        ),
+        (
+            "SubscribeToTask",
+            Answer::Frames(vec![
+                task("TASK_STATE_WORKING", Some(("m1", "part one "))),
+                update("TASK_STATE_WORKING", Some(("m2", "part two"))),
+                update("TASK_STATE_COMPLETED", None),
+            ]),
+        ),
+    ])
+    .await;
+    let gw = Gateway::with_agents(&[("fake", &up.url)]).await;
+    let steps = drive(&gw.agent_url("fake"), "cut", json!([{"message": "go"}])).await;
+    assert_accepted(&steps[0]);
+    assert_eq!(assistant_texts(&steps[0]), ["part one ", "part two"]);
+    assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
+    assert_eq!(up.calls(), ["SendStreamingMessage", "SubscribeToTask"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_that_finished_while_away_is_read_with_get_task() {
+    let finished = json!({"id": "T1", "contextId": "C1", "status": {"state": "TASK_STATE_COMPLETED",
+        "message": {"messageId": "m9", "role": "ROLE_AGENT", "parts": [{"text": "done while away"}]}}});
+    let up = Fake::start(vec![
+        (
+            "SendStreamingMessage",
+            Answer::Frames(vec![task("TASK_STATE_WORKING", None)]),
+        ),
+        // a2a-sdk answers a subscribe to a finished task with -32004 as plain JSON.
+        (
+            "SubscribeToTask",
+            Answer::Json(
+                json!({"error": {"code": -32004, "message": "Task T1 is in terminal state"}}),
+            ),
+        ),
+        ("GetTask", Answer::Json(json!({"result": finished}))),
+    ])
+    .await;
+    let gw = Gateway::with_agents(&[("fake", &up.url)]).await;
+    let steps = drive(&gw.agent_url("fake"), "away", json!([{"message": "go"}])).await;
+    assert_accepted(&steps[0]);
+    assert_eq!(assistant_texts(&steps[0]), ["done while away"]);
+    assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
+    assert_eq!(
+        up.calls(),
+        ["SendStreamingMessage", "SubscribeToTask", "GetTask"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stalls_broken_upstreams_and_oversized_events_end_in_run_errors() {
+    let big = "x".repeat(4096);
+    let up = Fake::start(vec![
+        (
+            "SendStreamingMessage",
+            Answer::FramesThenStall(
+                vec![task("TASK_STATE_WORKING", None)],
+                Duration::from_secs(30),
+            ),
+        ),
+        (
+            "SendStreamingMessage",
+            Answer::Status(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+        ),
+        (
+            "SendStreamingMessage",
+            Answer::Raw("data: this is not json\r\n\r\n".into()),
+        ),
+        (
+            "SendStreamingMessage",
+            Answer::Frames(vec![update("TASK_STATE_WORKING", Some(("m", &big)))]),
+        ),
+        ("SendStreamingMessage", Answer::Raw(String::new())),
+    ])
+    .await;
+    let config = json!({"agents": [{"name": "fake", "url": up.url}],
+        "timeouts": {"idle": 300}, "limits": {"max_event_bytes": 1024}});
+    let gw = Gateway::start(&config.to_string(), false).await;
+    for (thread, code) in [
+        ("stall", "upstream_timeout"),
+        ("http500", "upstream_unavailable"),
+        ("garbage", "upstream_invalid_response"),
+        ("big", "limit_exceeded"),
+        ("empty", "upstream_stream_ended"),
+    ] {
+        let steps = drive(&gw.agent_url("fake"), thread, json!([{"message": "go"}])).await;
+        assert!(
+            steps[0]["failed"].is_null(),
+            "{thread}: {}",
+            steps[0]["failed"]
+        );
+        assert_eq!(steps[0]["runErrors"][0]["code"], code, "{thread}");
+        assert_eq!(event_types(&steps[0])[0], "RUN_STARTED");
+    }
 }
