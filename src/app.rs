@@ -52,9 +52,10 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     }
     let bindings = match &settings.binding_store {
         BindingStoreKind::Memory => BindingStore::memory(),
+        // Refused by config validation already; kept exhaustive for when it ships.
         BindingStoreKind::Redis(url) => {
             return Err(BuildError::Store(format!(
-                "{url}: the redis binding store is not available in this version; use memory"
+                "{url}: the redis binding store is not available in this version"
             )))
         }
     };

@@ -272,7 +272,14 @@ fn parse_store(raw: &str) -> Result<BindingStoreKind, ConfigError> {
     }
     if raw.starts_with("redis://") {
         parse_url_any("binding_store", raw)?;
-        return Ok(BindingStoreKind::Redis(raw.to_owned()));
+        // Parsed so the key is checked, but refused until the Redis store ships: a config
+        // that cannot run must not pass --validate-only.
+        return Err(err(
+            "binding_store",
+            format!(
+                "{raw:?}: the redis binding store is not available in this version; use \"memory\""
+            ),
+        ));
     }
     Err(err(
         "binding_store",
@@ -434,6 +441,19 @@ mod tests {
                 .as_str(),
             "http://y:9/"
         );
+    }
+
+    #[test]
+    fn unavailable_stores_are_refused_up_front() {
+        let file =
+            yaml("binding_store: redis://127.0.0.1:6379/0\nagents: [{name: a, url: 'http://x'}]")
+                .unwrap();
+        assert_eq!(
+            settings(file, Overrides::default()).unwrap_err().key,
+            "binding_store"
+        );
+        let file = yaml("binding_store: postgres\nagents: [{name: a, url: 'http://x'}]").unwrap();
+        assert!(settings(file, Overrides::default()).is_err());
     }
 
     #[test]

@@ -64,15 +64,16 @@ impl Agent {
         v
     }
 
-    /// The detail served by `GET /agents/{name}`.
+    /// The detail served by `GET /agents/{name}`: the summary plus the card's identity and
+    /// the endpoint in use.
     pub fn detail(&self) -> Value {
         let mut v = self.summary();
         if let Some(r) = self.resolved() {
-            v["card"] = json!({
-                "name": r.card.name,
-                "version": r.card.version,
-                "agentName": r.card.name,
-            });
+            let mut card = json!({"name": r.card.name, "endpoint": r.client.endpoint_url()});
+            if let Some(version) = &r.card.version {
+                card["version"] = json!(version);
+            }
+            v["card"] = card;
         }
         v
     }

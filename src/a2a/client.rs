@@ -69,6 +69,11 @@ impl Client {
         }
     }
 
+    /// The JSON-RPC endpoint URL in use.
+    pub fn endpoint_url(&self) -> &str {
+        self.endpoint.url.as_str()
+    }
+
     /// The endpoint's protocol version.
     pub fn version(&self) -> ProtocolVersion {
         self.endpoint.version

@@ -555,31 +555,14 @@ impl Projector {
             }
         } else {
             let pointer = artifact_pointer(&key, artifact.metadata.as_ref());
-            let mut obj = Map::new();
-            obj.insert("artifactId".into(), json!(key));
-            obj.insert("taskId".into(), json!(task_id));
-            if let Some(n) = &artifact.name {
-                obj.insert("name".into(), json!(n));
-            }
-            if let Some(d) = &artifact.description {
-                obj.insert("description".into(), json!(d));
-            }
-            obj.insert(
-                "parts".into(),
-                Value::Array(artifact.parts.iter().map(part_json).collect()),
-            );
-            obj.insert("text".into(), json!(chunk_text));
-            obj.insert("complete".into(), json!(last_chunk));
-            if let Some(m) = &artifact.metadata {
-                obj.insert("metadata".into(), m.clone());
-            }
+            let obj = artifact_state(&key, task_id, artifact, &chunk_text, last_chunk);
             let shadow = self.shadow.as_ref().expect("started");
             let Some(parents) = shadow.parents_of(&pointer) else {
                 out.push(raw_event(json!({"gatewayNote": "artifact path blocked by a non-object", "path": pointer})));
                 return;
             };
             ops.extend(parents);
-            ops.push(add(pointer.clone(), Value::Object(obj)));
+            ops.push(add(pointer.clone(), obj));
             let message_id = format!("{task_id}:{key}");
             let track = self.artifacts.entry(key.clone()).or_insert(ArtifactTrack {
                 pointer: pointer.clone(),
@@ -605,15 +588,25 @@ impl Projector {
             ops.push(add(format!("{}/complete", track.pointer), json!(true)));
             ops.push(add(format!("{}/text", track.pointer), json!(track.text)));
         }
-        let message_id = track.message_id.clone();
-        let was_open = track.message_open;
-        let streams = !chunk_delta.is_empty() && !track.message_done;
-        if streams {
-            track.message_open = true;
-        }
         self.delta(ops, out);
-        if streams {
-            if !was_open {
+        self.stream_artifact_text(&key, chunk_delta, last_chunk, out);
+    }
+
+    /// Streams an artifact's new text as its own assistant message, closed at `lastChunk`.
+    fn stream_artifact_text(
+        &mut self,
+        key: &str,
+        delta: String,
+        last_chunk: bool,
+        out: &mut Vec<Event>,
+    ) {
+        let Some(track) = self.artifacts.get_mut(key) else {
+            return;
+        };
+        let message_id = track.message_id.clone();
+        if !delta.is_empty() && !track.message_done {
+            if !track.message_open {
+                track.message_open = true;
                 out.push(Event::TextMessageStart {
                     message_id: message_id.clone(),
                     role: ASSISTANT,
@@ -621,17 +614,13 @@ impl Projector {
             }
             out.push(Event::TextMessageContent {
                 message_id: message_id.clone(),
-                delta: chunk_delta,
+                delta,
             });
         }
-        if last_chunk {
-            if let Some(t) = self.artifacts.get_mut(&key) {
-                if t.message_open {
-                    t.message_open = false;
-                    t.message_done = true;
-                    self.close_message(&message_id, out);
-                }
-            }
+        if last_chunk && track.message_open {
+            track.message_open = false;
+            track.message_done = true;
+            self.close_message(&message_id, out);
         }
     }
 
@@ -706,6 +695,33 @@ fn a2ui_operation(data: &Value) -> Option<(String, &Value)> {
         let surface = body.get("surfaceId")?.as_str()?;
         Some((surface.to_owned(), data))
     })
+}
+
+/// The artifact object at its state path (`docs/mapping.md`).
+fn artifact_state(
+    key: &str,
+    task_id: &str,
+    artifact: &Artifact,
+    text: &str,
+    complete: bool,
+) -> Value {
+    let mut obj = Map::new();
+    obj.insert("artifactId".into(), json!(key));
+    obj.insert("taskId".into(), json!(task_id));
+    if let Some(n) = &artifact.name {
+        obj.insert("name".into(), json!(n));
+    }
+    if let Some(d) = &artifact.description {
+        obj.insert("description".into(), json!(d));
+    }
+    let parts = artifact.parts.iter().map(part_json).collect();
+    obj.insert("parts".into(), Value::Array(parts));
+    obj.insert("text".into(), json!(text));
+    obj.insert("complete".into(), json!(complete));
+    if let Some(m) = &artifact.metadata {
+        obj.insert("metadata".into(), m.clone());
+    }
+    Value::Object(obj)
 }
 
 fn artifact_pointer(key: &str, metadata: Option<&Value>) -> String {
