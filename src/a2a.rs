@@ -90,6 +90,34 @@ impl ProtocolVersion {
     }
 }
 
+/// A user message in either version: the fields are shared, the role spelling, the 0.3
+/// `kind` tag and the part shape are the version's.
+fn encode_message(
+    msg: &OutgoingMessage,
+    role: &str,
+    kind: Option<&str>,
+    encode_part: fn(&model::Part) -> Value,
+) -> Value {
+    let mut obj = serde_json::Map::new();
+    if let Some(k) = kind {
+        obj.insert("kind".into(), Value::from(k));
+    }
+    obj.insert("messageId".into(), Value::from(msg.message_id.as_str()));
+    obj.insert("role".into(), Value::from(role));
+    let parts = msg.parts.iter().map(encode_part).collect();
+    obj.insert("parts".into(), Value::Array(parts));
+    if let Some(c) = &msg.context_id {
+        obj.insert("contextId".into(), Value::from(c.as_str()));
+    }
+    if let Some(t) = &msg.task_id {
+        obj.insert("taskId".into(), Value::from(t.as_str()));
+    }
+    if let Some(m) = &msg.metadata {
+        obj.insert("metadata".into(), m.clone());
+    }
+    Value::Object(obj)
+}
+
 /// Keeps JSON we could not classify, for a `RAW` event.
 fn unknown(raw: &str) -> StreamEvent {
     StreamEvent::Unknown(serde_json::from_str(raw).unwrap_or(Value::Null))

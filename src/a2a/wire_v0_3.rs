@@ -69,24 +69,7 @@ fn encode_part(part: &Part) -> Value {
 
 /// Encodes a user message.
 pub(super) fn encode_message(msg: &OutgoingMessage) -> Value {
-    let mut obj = Map::new();
-    obj.insert("kind".into(), json!("message"));
-    obj.insert("messageId".into(), json!(msg.message_id));
-    obj.insert("role".into(), json!("user"));
-    obj.insert(
-        "parts".into(),
-        Value::Array(msg.parts.iter().map(encode_part).collect()),
-    );
-    if let Some(c) = &msg.context_id {
-        obj.insert("contextId".into(), json!(c));
-    }
-    if let Some(t) = &msg.task_id {
-        obj.insert("taskId".into(), json!(t));
-    }
-    if let Some(m) = &msg.metadata {
-        obj.insert("metadata".into(), m.clone());
-    }
-    Value::Object(obj)
+    super::encode_message(msg, "user", Some("message"), encode_part)
 }
 
 /// `message/send` / `message/stream` params; 0.3 asks for a blocking send explicitly.

@@ -68,23 +68,7 @@ fn encode_part(part: &Part) -> Value {
 
 /// Encodes a user message.
 pub(super) fn encode_message(msg: &OutgoingMessage) -> Value {
-    let mut obj = Map::new();
-    obj.insert("messageId".into(), json!(msg.message_id));
-    obj.insert("role".into(), json!("ROLE_USER"));
-    obj.insert(
-        "parts".into(),
-        Value::Array(msg.parts.iter().map(encode_part).collect()),
-    );
-    if let Some(c) = &msg.context_id {
-        obj.insert("contextId".into(), json!(c));
-    }
-    if let Some(t) = &msg.task_id {
-        obj.insert("taskId".into(), json!(t));
-    }
-    if let Some(m) = &msg.metadata {
-        obj.insert("metadata".into(), m.clone());
-    }
-    Value::Object(obj)
+    super::encode_message(msg, "ROLE_USER", None, encode_part)
 }
 
 /// `SendMessage` / `SendStreamingMessage` params. 1.0 sends block by default
