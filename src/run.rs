@@ -225,6 +225,8 @@ async fn drive(req: RunRequest, sink: Sink, cancel_on_drop: Arc<Mutex<Option<Can
 
 struct Run {
     thread_id: String,
+    /// The client's transcript, for a complete `MESSAGES_SNAPSHOT` on reattach.
+    client_messages: Vec<crate::agui::input::Message>,
     agent: Arc<Agent>,
     registry: Arc<Registry>,
     bindings: Arc<BindingStore>,
@@ -239,6 +241,8 @@ struct Run {
     cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
     /// The contextId was written to the binding store.
     bound: bool,
+    /// The A2A messageId this run sent, to find its place in task history on recovery.
+    sent_message_id: Option<String>,
 }
 
 fn error_code(e: &ClientError) -> String {
@@ -303,6 +307,7 @@ impl Run {
         };
         Self {
             thread_id: input.thread_id.clone(),
+            client_messages: input.messages.clone(),
             agent,
             registry,
             bindings,
@@ -315,6 +320,7 @@ impl Run {
             _permit: permit,
             cancel_on_drop,
             bound: false,
+            sent_message_id: None,
         }
     }
 
@@ -384,6 +390,7 @@ impl Run {
             Action::Cancel { task_id } => self.cancel(&upstream, &task_id).await,
             Action::Subscribe { task_id } => self.subscribe_only(&upstream, &task_id).await,
             Action::Send(message) => {
+                self.sent_message_id = Some(message.message_id.clone());
                 let streaming = upstream.streaming && self.plan.options.mode != Some(Mode::Send);
                 let mut result = self.send(&upstream, &message, streaming).await;
                 // A waiting task remembered in the client's state may be gone or finished:
@@ -515,8 +522,21 @@ impl Run {
                 break;
             }
             match upstream.client.subscribe(&task_id).await {
-                Ok(stream) => {
+                Ok(mut stream) => {
                     tracing::info!(%task_id, attempt, "resubscribed to the task");
+                    // The first frame is the task snapshot (A2A 1.0 §3.1.6): it fills the gap.
+                    if let Ok(Some(Ok(StreamEvent::Task(task)))) =
+                        tokio::time::timeout(self.timeouts.first_event, stream.next()).await
+                    {
+                        let events = self
+                            .projector
+                            .apply_recovered(&task, self.sent_message_id.as_deref());
+                        self.after_apply().await;
+                        self.sink.emit(events).await?;
+                        if self.projector.is_finished() {
+                            return Ok(());
+                        }
+                    }
                     return self.pump(upstream, stream).await;
                 }
                 // The task finished while we were away: its snapshot tells how.
@@ -525,9 +545,13 @@ impl Run {
                 Err(e) => last_error = e.to_string(),
             }
         }
-        match upstream.client.get_task(&task_id, Some(0)).await {
+        match upstream.client.get_task(&task_id, None).await {
             Ok(task) if task.status.state.is_terminal() || task.status.state.is_interrupted() => {
-                self.apply(&StreamEvent::Task(task)).await
+                let events = self
+                    .projector
+                    .apply_recovered(&task, self.sent_message_id.as_deref());
+                self.after_apply().await;
+                self.sink.emit(events).await
             }
             Ok(_) | Err(_) => self.fail(codes::UPSTREAM_STREAM_ENDED, &last_error).await,
         }
@@ -560,9 +584,10 @@ impl Run {
             Err(e) => return self.fail_with(&e).await,
         };
         let snapshot = StreamEvent::Task(task.clone());
+        self.projector.mark_shown(&task);
         let mut events = self.projector.apply(&snapshot);
         let messages = Event::MessagesSnapshot {
-            messages: history::messages(&[&task]),
+            messages: history::merge(&self.client_messages, history::messages(&[&task])),
         };
         // MESSAGES_SNAPSHOT right after RUN_STARTED + STATE_SNAPSHOT.
         let at = events

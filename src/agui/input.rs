@@ -63,6 +63,25 @@ pub struct Message {
     pub content: Option<Value>,
     #[serde(default)]
     pub tool_call_id: Option<String>,
+    /// Every other field, kept so the message can be echoed back unchanged.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
+}
+
+impl Message {
+    /// The message as the client sent it.
+    pub fn to_json(&self) -> Value {
+        let mut m = self.rest.clone();
+        m.insert("id".into(), Value::String(self.id.clone()));
+        m.insert("role".into(), Value::String(self.role.clone()));
+        if let Some(c) = &self.content {
+            m.insert("content".into(), c.clone());
+        }
+        if let Some(t) = &self.tool_call_id {
+            m.insert("toolCallId".into(), Value::String(t.clone()));
+        }
+        Value::Object(m)
+    }
 }
 
 /// An answer to an interrupt (AG-UI 1.0 `ResumeEntry`).

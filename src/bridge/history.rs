@@ -32,6 +32,26 @@ pub fn messages(tasks: &[&Task]) -> Vec<Value> {
     out
 }
 
+/// A complete `MESSAGES_SNAPSHOT` for a client that holds `client` messages: theirs in
+/// their order (a snapshot deletes what it leaves out), each replaced by the A2A version when
+/// the ids match, then the A2A messages the client has not seen, in A2A order. Activity
+/// messages are client-only and left out (the client keeps them).
+pub fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> Vec<Value> {
+    let mut upstream: Vec<Option<Value>> = a2a.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(client.len() + upstream.len());
+    for m in client.iter().filter(|m| m.role != "activity") {
+        let same = upstream
+            .iter_mut()
+            .find(|u| u.as_ref().is_some_and(|u| u["id"] == m.id.as_str()));
+        match same {
+            Some(slot) => out.extend(slot.take()),
+            None => out.push(m.to_json()),
+        }
+    }
+    out.extend(upstream.into_iter().flatten());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +75,25 @@ mod tests {
             contents,
             ["hello ", "brave ", "world ", "hello brave world"]
         );
+    }
+
+    #[test]
+    fn merge_keeps_client_messages_and_appends_unseen_ones() {
+        let client: Vec<crate::agui::input::Message> = serde_json::from_value(serde_json::json!([
+            {"id": "old", "role": "user", "content": "earlier turn", "name": "me"},
+            {"id": "u", "role": "user", "content": "slow"},
+            {"id": "act", "role": "activity", "activityType": "x", "content": {}},
+            {"id": "a1", "role": "assistant", "content": "tick 1"}
+        ]))
+        .unwrap();
+        let upstream = vec![
+            json!({"id": "u", "role": "user", "content": "slow"}),
+            json!({"id": "a1", "role": "assistant", "content": "tick 1"}),
+            json!({"id": "a2", "role": "assistant", "content": "tick 2"}),
+        ];
+        let merged = merge(&client, upstream);
+        let ids: Vec<&str> = merged.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["old", "u", "a1", "a2"]);
+        assert_eq!(merged[0]["name"], "me", "client fields are kept");
     }
 }

@@ -182,6 +182,39 @@ impl Projector {
         out
     }
 
+    /// Records the agent messages of a task snapshot as already shown (they went out in a
+    /// `MESSAGES_SNAPSHOT`), so projecting the snapshot does not stream them again.
+    pub fn mark_shown(&mut self, task: &Task) {
+        for m in task.history.iter().chain(task.status.message.iter()) {
+            if m.role != Role::User && !m.message_id.is_empty() {
+                self.messages
+                    .insert(m.message_id.clone(), Streamed::closed(&m.text()));
+            }
+        }
+    }
+
+    /// Projects a resubscribe snapshot after a dropped stream: first the agent messages of
+    /// its history that came after `after_message_id` (this run's own message) and were
+    /// missed while the stream was down, then the snapshot itself. Nothing already streamed
+    /// is repeated.
+    pub fn apply_recovered(&mut self, task: &Task, after_message_id: Option<&str>) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        self.ensure_started(&mut out);
+        let start = after_message_id
+            .and_then(|id| task.history.iter().position(|m| m.message_id == id))
+            .map_or(task.history.len(), |i| i + 1);
+        for m in &task.history[start..] {
+            if m.role != Role::User && !self.messages.contains_key(&m.message_id) {
+                self.on_message(m, &mut out);
+            }
+        }
+        out.extend(self.apply(&StreamEvent::Task(task.clone())));
+        out
+    }
+
     /// The upstream stream ended. `Some` with the closing events if the run is complete
     /// (or was already finished); `None` if the task is still open and needs recovery.
     pub fn end_of_stream(&mut self) -> Option<Vec<Event>> {

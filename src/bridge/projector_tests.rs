@@ -621,3 +621,45 @@ fn a_resume_run_moves_the_answered_activity_on() {
     assert_eq!(delta["messageId"], "a2a:T:q");
     assert_eq!(delta["patch"][0]["value"], "resolved");
 }
+
+#[test]
+fn recovery_replays_missed_history_once_then_follows_the_subscription() {
+    let mut p = Projector::new(frame(true));
+    let mut out = Vec::new();
+    // The original stream is cut after the task and its first WORKING status.
+    for item in items("v1/subscribe-running-origin.sse").into_iter().take(2) {
+        let Item::Event(e) = item else { panic!() };
+        out.extend(p.apply(&e));
+    }
+    assert!(
+        p.end_of_stream().is_none(),
+        "an unfinished task needs recovery"
+    );
+    let mut sub = items("v1/subscribe-running.sse").into_iter();
+    let Some(Item::Event(first)) = sub.next() else {
+        panic!()
+    };
+    let StreamEvent::Task(snapshot) = first.as_ref() else {
+        panic!("snapshot first")
+    };
+    out.extend(p.apply_recovered(snapshot, Some("msg-subscribe-running-origin")));
+    for item in sub {
+        let Item::Event(e) = item else { continue };
+        out.extend(p.apply(&e));
+    }
+    let events: Vec<Value> = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    check_invariants(&events);
+    let t: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
+    let expected: Vec<String> = (1..=10)
+        .map(|i| format!("tick {i}/10"))
+        .chain(["slow 10 done".to_owned()])
+        .collect();
+    assert_eq!(
+        t, expected,
+        "the user's own message is not replayed, no tick twice"
+    );
+    assert_eq!(terminal(&events)["outcome"]["type"], "success");
+}

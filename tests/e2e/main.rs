@@ -573,3 +573,95 @@ async fn stalls_broken_upstreams_and_oversized_events_end_in_run_errors() {
         assert_eq!(event_types(&steps[0])[0], "RUN_STARTED");
     }
 }
+
+/// JSON-RPC `GetTask` straight to an upstream, bypassing the gateway.
+async fn upstream_task_state(upstream_url: &str, task_id: &str) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id, "historyLength": 0}});
+    let reply: Value = reqwest::Client::new()
+        .post(upstream_url)
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    reply["result"]["status"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn subscribe_only_reattaches_to_a_running_task() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let steps = drive(
+        &gw.agent_url("ref"),
+        "reattach",
+        json!([
+            {"message": "slow 8", "abortAfterMs": 450},
+            {"forwardedProps": {"a2a": {"subscribeOnly": true}}}
+        ]),
+    )
+    .await;
+    let (left, back) = (&steps[0], &steps[1]);
+    assert!(
+        left["state"]["a2a"]["task"]["id"].is_string(),
+        "the first run saw the task"
+    );
+    assert_accepted(back);
+    let types = event_types(back);
+    assert_eq!(
+        types[..3],
+        ["RUN_STARTED", "STATE_SNAPSHOT", "MESSAGES_SNAPSHOT"]
+    );
+    assert_eq!(last_event(back)["outcome"]["type"], "success");
+    let texts = assistant_texts(back);
+    let expected: Vec<String> = (1..=8)
+        .map(|i| format!("tick {i}/8"))
+        .chain(["slow 8 done".to_owned()])
+        .collect();
+    assert_eq!(
+        texts, expected,
+        "every tick once, in order, across the reattach"
+    );
+    assert_eq!(
+        transcript(back).iter().filter(|(r, _)| r == "user").count(),
+        1
+    );
+    assert_eq!(back["state"]["a2a"]["task"]["state"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_disconnect_leaves_the_task_running_unless_configured() {
+    let up = upstream("both");
+    let config = json!({"agents": [
+        {"name": "keep", "url": up},
+        {"name": "cancel", "url": up, "cancel_on_disconnect": true}
+    ]});
+    let gw = Gateway::start(&config.to_string(), false).await;
+    let mut tasks = Vec::new();
+    for agent in ["keep", "cancel"] {
+        let steps = drive(
+            &gw.agent_url(agent),
+            &format!("leave-{agent}"),
+            json!([{"message": "slow 30", "abortAfterMs": 400}]),
+        )
+        .await;
+        let task_id = steps[0]["events"][0]["metadata"]["a2a"]["taskId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        tasks.push(task_id);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        upstream_task_state(up, &tasks[0]).await,
+        "TASK_STATE_WORKING"
+    );
+    assert_eq!(
+        upstream_task_state(up, &tasks[1]).await,
+        "TASK_STATE_CANCELED"
+    );
+}
