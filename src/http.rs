@@ -240,6 +240,22 @@ mod tests {
         }
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn quiet_streams_get_keep_alive_comments_and_end_with_the_run() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+        let events = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let mut body = Box::pin(with_keep_alive(events, KEEP_ALIVE));
+        let first = body.next().await.unwrap().unwrap();
+        assert_eq!(&first[..], b": keep-alive\n\n");
+        tx.send(Bytes::from_static(b"data: {}\n\n")).await.unwrap();
+        assert_eq!(&body.next().await.unwrap().unwrap()[..], b"data: {}\n\n");
+        drop(tx);
+        assert!(
+            body.next().await.is_none(),
+            "the body ends when the run does"
+        );
+    }
+
     /// Every operation in `openapi/openapi.json` is routed (no fallback 404, no 405), so
     /// the checked-in description cannot drift from the router.
     #[tokio::test]

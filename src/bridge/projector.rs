@@ -255,7 +255,7 @@ impl Projector {
 
     /// Emits a `STATE_DELTA` for `ops` after applying them to the shadow. Ops that would
     /// not apply are dropped with a `RAW` note, never sent.
-    pub fn delta(&mut self, ops: Vec<Value>, out: &mut Vec<Event>) {
+    fn delta(&mut self, ops: Vec<Value>, out: &mut Vec<Event>) {
         if ops.is_empty() {
             return;
         }
