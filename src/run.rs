@@ -396,9 +396,7 @@ impl Run {
                 // A waiting task remembered in the client's state may be gone or finished:
                 // then the message starts a new task in the same context.
                 if let Err(e) = &result {
-                    let implicit =
-                        self.plan.options.task_id.is_none() && self.plan.resolves.is_empty();
-                    if message.task_id.is_some() && implicit && is_stale_task(e) {
+                    if self.plan.task_from_state && is_stale_task(e) {
                         tracing::info!(error = %e, "task from client state is stale; starting a new task");
                         let mut fresh = message.clone();
                         fresh.task_id = None;

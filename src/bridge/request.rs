@@ -66,6 +66,9 @@ pub struct Plan {
     pub action: Action,
     /// Interrupts this run resolves (ids), for the activity/state bookkeeping.
     pub resolves: Vec<String>,
+    /// The message's task came from the client's state only (a plain answer to a waiting
+    /// task): if the upstream no longer knows that task, a new task is started instead.
+    pub task_from_state: bool,
 }
 
 impl RunOptions {
@@ -229,6 +232,7 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
             context_id,
             action: Action::Subscribe { task_id },
             resolves: Vec::new(),
+            task_from_state: false,
         });
     }
     if input.resume.is_empty() {
@@ -240,7 +244,9 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
         })?;
         // A client without resume support answers a waiting task with a plain message
         // (DESIGN §7, last rule).
-        let task_id = options.task_id.clone().or_else(|| waiting_task(input));
+        let from_state = waiting_task(input).filter(|_| options.task_id.is_none());
+        let task_from_state = from_state.is_some();
+        let task_id = options.task_id.clone().or(from_state);
         let resolves = if task_id.is_some() {
             pending_ids(input).unwrap_or_default()
         } else {
@@ -264,6 +270,7 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
             context_id,
             action: Action::Send(message),
             resolves,
+            task_from_state,
         });
     }
     let (action, resolves) = match resume_action(input, context_id.as_deref()) {
@@ -275,6 +282,7 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
         context_id,
         action,
         resolves,
+        task_from_state: false,
     })
 }
 

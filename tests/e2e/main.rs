@@ -665,3 +665,19 @@ async fn a_client_disconnect_leaves_the_task_running_unless_configured() {
         "TASK_STATE_CANCELED"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_waiting_task_in_client_state_starts_a_new_task() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let stale = json!({"a2a": {"task": {"id": "no-such-task", "state": "input-required"},
+        "pendingInterrupts": {"a2a:no-such-task:q": {"id": "a2a:no-such-task:q"}}}});
+    let steps = drive_with(json!({
+        "url": gw.agent_url("ref"), "threadId": "stale", "initialState": stale,
+        "steps": [{"message": "echo fresh start"}]
+    }))
+    .await;
+    assert_accepted(&steps[0]);
+    assert_eq!(assistant_texts(&steps[0]).last().unwrap(), "fresh start");
+    assert_ne!(steps[0]["state"]["a2a"]["task"]["id"], "no-such-task");
+    assert_eq!(steps[0]["state"]["a2a"]["pendingInterrupts"], json!({}));
+}
