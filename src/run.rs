@@ -1,7 +1,8 @@
 //! One AG-UI run, end to end: the only async orchestration in the gateway.
 //!
-//! A run is a future polled by its own SSE response body ([`RunBody`]): it owns the upstream
-//! A2A calls and feeds a bounded channel the body drains, in the same task. It guarantees the AG-UI envelope whatever happens upstream or
+//! A run is a task owned by its SSE response body ([`RunBody`]): it makes the upstream A2A
+//! calls and feeds a bounded channel the body drains; a body dropped early (the client
+//! left) aborts the run and its upstream request. It guarantees the AG-UI envelope whatever happens upstream or
 //! inside the gateway: `RUN_STARTED` first, exactly one `RUN_FINISHED` or `RUN_ERROR` last
 //! (a panic still ends in `RUN_ERROR`). Timeouts (first event, idle, whole run) and limits
 //! (events per run) live here, not in an HTTP layer, because the route streams. A dropped
@@ -9,7 +10,6 @@
 //! projector's dedup by messageId keeps recovered text from repeating. A client disconnect
 //! does not cancel the A2A task unless the agent's `cancel_on_disconnect` says so.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -91,11 +91,11 @@ fn encode_sse(event: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\n\n");
 }
 
-/// The SSE body of one run. The run itself is polled inside the body stream (no spawned
-/// task): the HTTP connection drives the upstream read, so there is no cross-thread hop
-/// per event, and a client that goes away drops the run and its upstream request with it.
+/// The SSE body of one run. Reading the upstream and projecting run on the run's task while
+/// the connection writes, so under load the events that piled up leave in one write.
 pub struct RunBody {
-    producer: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// The run's task, aborted (with its upstream request) if the client leaves first.
+    run: Option<tokio::task::JoinHandle<()>>,
     rx: mpsc::Receiver<Bytes>,
     /// The task to cancel if the client leaves first (`cancel_on_disconnect`).
     cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
@@ -110,50 +110,36 @@ impl Stream for RunBody {
     type Item = Bytes;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        // Drive the run first, so it can project every upstream event already received.
-        if let Some(producer) = self.producer.as_mut() {
-            if producer.as_mut().poll(cx).is_ready() {
-                self.producer = None;
+        let first = match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(chunk)) => chunk,
+            Poll::Ready(None) => {
+                // The run is over and its sender dropped: whatever was left has been sent.
+                self.run = None;
+                return Poll::Ready(None);
             }
-        }
-        // Then hand over everything ready as one chunk: under load that is one write for
-        // many events, and it never waits for more.
+            Poll::Pending => return Poll::Pending,
+        };
+        // Hand over everything else already waiting as the same write: under load that is
+        // one write for many events, and it never waits for more.
         let mut merged: Option<Vec<u8>> = None;
-        let mut first: Option<Bytes> = None;
         while let Ok(chunk) = self.rx.try_recv() {
-            match (&mut merged, first.take()) {
-                (Some(buf), _) => buf.extend_from_slice(&chunk),
-                (None, None) => first = Some(chunk),
-                (None, Some(prev)) => {
-                    let mut buf = Vec::with_capacity(prev.len() + chunk.len());
-                    buf.extend_from_slice(&prev);
-                    buf.extend_from_slice(&chunk);
-                    merged = Some(buf);
-                }
-            }
-            if merged.as_ref().is_some_and(|b| b.len() >= MAX_MERGED_CHUNK) {
+            let buf = merged.get_or_insert_with(|| first.to_vec());
+            buf.extend_from_slice(&chunk);
+            if buf.len() >= MAX_MERGED_CHUNK {
                 break;
             }
         }
-        if let Some(buf) = merged {
-            return Poll::Ready(Some(Bytes::from(buf)));
-        }
-        if let Some(chunk) = first {
-            return Poll::Ready(Some(chunk));
-        }
-        if self.producer.is_none() {
-            // The run is over and its sender dropped: whatever was left has been sent.
-            return Poll::Ready(None);
-        }
-        Poll::Pending
+        Poll::Ready(Some(merged.map_or(first, Bytes::from)))
     }
 }
 
 impl Drop for RunBody {
     fn drop(&mut self) {
-        if self.producer.is_none() {
+        let Some(run) = self.run.take() else { return };
+        if run.is_finished() {
             return;
         }
+        run.abort();
         tracing::info!("client disconnected before the run ended");
         let pending = self.cancel_on_drop.lock().ok().and_then(|mut c| c.take());
         if let Some(CancelOnDrop { client, task_id }) = pending {
@@ -202,7 +188,7 @@ pub fn start(req: RunRequest) -> RunBody {
         }
     };
     RunBody {
-        producer: Some(Box::pin(producer)),
+        run: Some(tokio::spawn(producer)),
         rx,
         cancel_on_drop,
     }
