@@ -2,9 +2,9 @@
 //!
 //! A run is a task owned by its SSE response body ([`RunBody`]): it makes the upstream A2A
 //! calls and feeds a bounded channel the body drains; a body dropped early (the client
-//! left) aborts the run and its upstream request. It guarantees the AG-UI envelope whatever happens upstream or
-//! inside the gateway: `RUN_STARTED` first, exactly one `RUN_FINISHED` or `RUN_ERROR` last
-//! (a panic still ends in `RUN_ERROR`). Timeouts (first event, idle, whole run) and limits
+//! left) aborts the run and its upstream request. It guarantees the AG-UI envelope whatever
+//! happens upstream or inside the gateway: `RUN_STARTED` first, exactly one `RUN_FINISHED`
+//! or `RUN_ERROR` last (a panic still ends in `RUN_ERROR`). Timeouts (first event, idle, whole run) and limits
 //! (events per run) live here, not in an HTTP layer, because the route streams. A dropped
 //! upstream stream of an unfinished task is resubscribed (bounded, with backoff) and the
 //! projector's dedup by messageId keeps recovered text from repeating. A client disconnect
