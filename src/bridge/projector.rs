@@ -658,23 +658,23 @@ impl Projector {
     }
 
     fn finish_success(&mut self, out: &mut Vec<Event>) {
-        self.close_messages(out);
-        self.finished = true;
-        out.push(Event::RunFinished {
-            thread_id: self.frame.thread_id.clone(),
-            run_id: self.frame.run_id.clone(),
-            // Pre-1.0 clients read an absent outcome as success (agui.md §2.1).
-            outcome: self.frame.v1_client.then_some(Outcome::Success),
-        });
+        self.finish(Outcome::Success, out);
     }
 
     fn finish_cancelled(&mut self, out: &mut Vec<Event>) {
+        self.finish(Outcome::Cancelled, out);
+    }
+
+    /// Closes what is open and ends the run with `RUN_FINISHED`. The outcome goes to AG-UI
+    /// 1.0 clients only: older ones read an absent outcome as success and reject
+    /// `cancelled` (agui.md §2.1, §10).
+    fn finish(&mut self, outcome: Outcome, out: &mut Vec<Event>) {
         self.close_messages(out);
         self.finished = true;
         out.push(Event::RunFinished {
             thread_id: self.frame.thread_id.clone(),
             run_id: self.frame.run_id.clone(),
-            outcome: self.frame.v1_client.then_some(Outcome::Cancelled),
+            outcome: self.frame.v1_client.then_some(outcome),
         });
     }
 

@@ -161,6 +161,7 @@ fn latest_user_message(input: &RunAgentInput) -> Option<&Message> {
 /// including the legacy `binary` part of 0.0.x clients).
 pub fn content_parts(content: Option<&Value>) -> Vec<Part> {
     match content {
+        Some(Value::String(s)) if s.trim().is_empty() => Vec::new(),
         Some(Value::String(s)) => vec![Part::text(s.clone())],
         Some(Value::Array(items)) => items.iter().filter_map(content_part).collect(),
         Some(other @ Value::Object(_)) => vec![Part::data(other.clone())],
@@ -172,7 +173,9 @@ fn content_part(item: &Value) -> Option<Part> {
     let kind = item.get("type")?.as_str()?;
     let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     match kind {
-        "text" => Some(Part::text(str_of(item, "text")?)),
+        "text" => Some(Part::text(
+            str_of(item, "text").filter(|t| !t.trim().is_empty())?,
+        )),
         "binary" => {
             let content = if let Some(d) = str_of(item, "data") {
                 PartContent::Bytes(d)
@@ -438,6 +441,10 @@ mod tests {
         assert_eq!(plan(&bad).unwrap_err().code, "invalid_forwarded_props");
         let empty = input(json!({"threadId": "t", "runId": "r", "messages": []}));
         assert_eq!(plan(&empty).unwrap_err().code, "no_user_message");
+        let blank = input(
+            json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "  "}]}),
+        );
+        assert_eq!(plan(&blank).unwrap_err().code, "empty_message");
     }
 
     #[test]
