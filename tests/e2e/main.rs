@@ -681,3 +681,39 @@ async fn a_stale_waiting_task_in_client_state_starts_a_new_task() {
     assert_ne!(steps[0]["state"]["a2a"]["task"]["id"], "no-such-task");
     assert_eq!(steps[0]["state"]["a2a"]["pendingInterrupts"], json!({}));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_beyond_the_concurrency_limit_get_429() {
+    let config = json!({"agents": [{"name": "ref", "url": upstream("both")}], "limits": {"max_concurrent_runs": 1}});
+    let gw = Gateway::start(&config.to_string(), false).await;
+    let client = reqwest::Client::new();
+    let body = |text: &str| json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": text}]});
+    let first = client
+        .post(gw.agent_url("ref"))
+        .json(&body("slow 5"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let second = client
+        .post(gw.agent_url("ref"))
+        .json(&body("echo x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 429);
+    let err: Value = second.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "too_many_runs");
+    // The slot is free again once the first run has ended.
+    let finished = first.text().await.unwrap();
+    assert!(finished.contains("RUN_FINISHED"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let third = client
+        .post(gw.agent_url("ref"))
+        .json(&body("echo x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(third.status(), 200);
+    assert!(third.text().await.unwrap().contains("RUN_FINISHED"));
+}
