@@ -69,7 +69,7 @@ impl Parser {
     pub fn next_frame(&mut self) -> Result<Option<Frame>, SseError> {
         loop {
             let rest = &self.buf[self.pos..];
-            let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+            let Some(nl) = memchr::memchr(b'\n', rest) else {
                 if rest.len() + self.data.len() > self.limit {
                     return Err(SseError::TooLarge { limit: self.limit });
                 }
@@ -89,7 +89,7 @@ impl Parser {
             if line[0] == b':' {
                 continue;
             }
-            let (field, value) = match line.iter().position(|&b| b == b':') {
+            let (field, value) = match memchr::memchr(b':', line) {
                 Some(i) => {
                     let v = &line[i + 1..];
                     (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
