@@ -55,6 +55,7 @@ async fn start_gateway(demo_url: &str) -> Gateway {
             &format!("demo={demo_url}"),
         ])
         .env("RUST_LOG", "warn")
+        .envs(std::env::var("BENCH_GATEWAY_WORKERS").map(|w| ("TOKIO_WORKER_THREADS", w)))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()

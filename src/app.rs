@@ -18,6 +18,8 @@ pub struct App {
     pub router: axum::Router,
     pub registry: Arc<Registry>,
     pub settings: Settings,
+    /// Ends open runs when set (after the shutdown drain).
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// Why the gateway could not be built.
@@ -72,17 +74,20 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         settings.limits.max_event_bytes,
     ));
     registry.clone().spawn_refresher();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let state = AppState {
         registry: registry.clone(),
         bindings: Arc::new(bindings),
         limits: settings.limits.clone(),
         timeouts: settings.timeouts,
         runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs)),
+        stop: stop_rx,
     };
     Ok(App {
         router: http::router(state),
         registry,
         settings,
+        stop,
     })
 }
 
@@ -96,30 +101,37 @@ pub fn nodelay(listener: TcpListener) -> impl axum::serve::Listener<Addr = std::
 }
 
 impl App {
-    /// Serves until `shutdown` resolves, then lets open runs drain for at most
-    /// `timeouts.shutdown_drain`.
+    /// Serves until `shutdown` resolves: stops accepting, lets open runs finish for up to
+    /// `timeouts.shutdown_drain`, then ends the ones still open with
+    /// `RUN_ERROR {code: "gateway_shutdown"}` (their A2A tasks go on upstream), so no client
+    /// is left with a stream that ends without a terminal event.
     pub async fn serve(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let drain = self.settings.timeouts.shutdown_drain;
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
         let server =
             axum::serve(nodelay(listener), self.router).with_graceful_shutdown(async move {
                 shutdown.await;
-                let _ = stop_tx.send(());
+                let _ = signalled_tx.send(());
             });
-        let server = tokio::spawn(async move { server.await });
+        let mut server = tokio::spawn(async move { server.await });
+        let stop = self.stop;
         tokio::select! {
-            r = server => r.unwrap_or(Ok(())),
+            r = &mut server => return r.unwrap_or(Ok(())),
             _ = async {
-                let _ = stop_rx.await;
+                let _ = signalled_rx.await;
                 tokio::time::sleep(drain).await;
-            } => {
-                tracing::warn!("shutdown drain elapsed; closing open runs");
-                Ok(())
-            }
+            } => {}
+        }
+        tracing::warn!("shutdown drain elapsed; ending the runs still open");
+        let _ = stop.send(true);
+        // Their terminal events are on the way; give the connections a moment to close.
+        match tokio::time::timeout(std::time::Duration::from_secs(5), server).await {
+            Ok(r) => r.unwrap_or(Ok(())),
+            Err(_) => Ok(()),
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct AppState {
     pub limits: Limits,
     pub timeouts: TimeoutSettings,
     pub runs: Arc<Semaphore>,
+    /// Flipped to `true` when open runs must end (shutdown after the drain period).
+    pub stop: tokio::sync::watch::Receiver<bool>,
 }
 
 /// A request problem, reported before any stream starts.
@@ -182,6 +184,7 @@ async fn run_agent(
         limits: s.limits.clone(),
         timeouts: s.timeouts,
         permit,
+        stop: s.stop.clone(),
     });
     let mut resp = Response::new(Body::from_stream(with_keep_alive(events, KEEP_ALIVE)));
     let headers = resp.headers_mut();
@@ -237,6 +240,7 @@ mod tests {
             limits: config.limits,
             timeouts: config.timeouts,
             runs: Arc::new(Semaphore::new(1)),
+            stop: tokio::sync::watch::channel(false).1,
         }
     }
 

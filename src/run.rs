@@ -47,6 +47,8 @@ pub struct RunRequest {
     pub timeouts: TimeoutSettings,
     /// Held for the run's lifetime (`limits.max_concurrent_runs`).
     pub permit: OwnedSemaphorePermit,
+    /// Becomes `true` when the gateway stops: open runs end with `RUN_ERROR`.
+    pub stop: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The client went away; stop quietly.
@@ -196,14 +198,20 @@ pub fn start(req: RunRequest) -> RunBody {
 
 async fn drive(req: RunRequest, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
     let run_timeout = req.timeouts.run;
+    let mut stop = req.stop.clone();
     let mut run = Run::prepare(req, sink, cancel_on_drop).await;
-    let result = tokio::time::timeout(run_timeout, run.execute()).await;
-    if result.is_err() {
-        let message = format!(
-            "the run exceeded timeouts.run ({} ms)",
-            run_timeout.as_millis()
-        );
-        let events = run.projector.fail(codes::TIMEOUT, &message);
+    let ended = tokio::select! {
+        result = tokio::time::timeout(run_timeout, run.execute()) => result.err().map(|_| {
+            let ms = run_timeout.as_millis();
+            (codes::TIMEOUT, format!("the run exceeded timeouts.run ({ms} ms)"))
+        }),
+        _ = stop.wait_for(|stopped| *stopped) => Some((
+            codes::SHUTDOWN,
+            "the gateway is shutting down; the A2A task goes on and can be reattached".to_owned(),
+        )),
+    };
+    if let Some((code, message)) = ended {
+        let events = run.projector.fail(code, &message);
         let _ = run.sink.emit(events).await;
     }
     run.disarm_cancel();
@@ -263,6 +271,7 @@ impl Run {
             limits,
             timeouts,
             permit,
+            stop: _,
         } = req;
         if plan.context_id.is_none() {
             plan.context_id = bindings.get(&agent.settings.name, &input.thread_id).await;

@@ -49,6 +49,7 @@ pub mod codes {
     pub const LIMIT_EXCEEDED: &str = "limit_exceeded";
     pub const TIMEOUT: &str = "upstream_timeout";
     pub const BAD_RESUME: &str = "invalid_resume";
+    pub const SHUTDOWN: &str = "gateway_shutdown";
     pub const INTERNAL: &str = "internal_error";
 
     /// `a2a_error_<code>` for a JSON-RPC error from the upstream.

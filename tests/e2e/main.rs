@@ -717,3 +717,39 @@ async fn runs_beyond_the_concurrency_limit_get_429() {
     assert_eq!(third.status(), 200);
     assert!(third.text().await.unwrap().contains("RUN_FINISHED"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_ends_open_runs_with_a_terminal_event() {
+    let config = json!({"agents": [{"name": "ref", "url": upstream("both")}], "timeouts": {"shutdown_drain": 300}});
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (gw, server) = Gateway::start_until(&config.to_string(), false, async {
+        let _ = stop_rx.await;
+    })
+    .await;
+    let body = json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "slow 100"}]});
+    let mut resp = reqwest::Client::new()
+        .post(gw.agent_url("ref"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let first = resp.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("RUN_STARTED"));
+    stop_tx.send(()).unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = String::new();
+    while let Some(chunk) = resp.chunk().await.unwrap() {
+        rest.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let last = rest.trim_end().lines().last().unwrap().to_owned();
+    assert!(
+        last.contains(r#""type":"RUN_ERROR""#) && last.contains("gateway_shutdown"),
+        "{last}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    tokio::time::timeout(Duration::from_secs(6), server)
+        .await
+        .expect("server stops")
+        .unwrap()
+        .unwrap();
+}

@@ -78,6 +78,17 @@ pub struct Gateway {
 impl Gateway {
     /// Starts a gateway from a YAML config (agents etc.), optionally with `--demo`.
     pub async fn start(yaml: &str, demo: bool) -> Self {
+        Self::start_until(yaml, demo, std::future::pending())
+            .await
+            .0
+    }
+
+    /// Like [`Gateway::start`], serving until `shutdown` resolves; also returns the server task.
+    pub async fn start_until(
+        yaml: &str,
+        demo: bool,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> (Self, tokio::task::JoinHandle<std::io::Result<()>>) {
         let file: FileConfig = serde_yaml::from_str(yaml).expect("test config");
         let settings = config::settings(
             file,
@@ -91,8 +102,8 @@ impl Gateway {
         let app = app::build(settings).await.expect("build");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(app.serve(listener, std::future::pending()));
-        Self { base }
+        let server = tokio::spawn(app.serve(listener, shutdown));
+        (Self { base }, server)
     }
 
     /// A gateway with agents `NAME=URL`.
