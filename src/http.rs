@@ -141,6 +141,19 @@ fn is_json(req: &Request) -> bool {
         })
 }
 
+/// A body over the limit is a 413; one that could not be read at all (the client went away
+/// mid-upload) a 400.
+fn body_error(e: &axum::Error, limit: usize) -> ApiError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return ApiError::TooLarge(limit);
+        }
+        source = err.source();
+    }
+    ApiError::Malformed(format!("could not read the request body: {e}"))
+}
+
 /// Parses a run body: a JSON syntax error is a 400, a JSON that is not a `RunAgentInput`
 /// a 422 naming the problem.
 pub fn parse_input(body: &[u8]) -> Result<RunAgentInput, ApiError> {
@@ -166,7 +179,7 @@ async fn run_agent(
     let limit = s.limits.max_body_bytes;
     let body = axum::body::to_bytes(req.into_body(), limit)
         .await
-        .map_err(|_| ApiError::TooLarge(limit))?;
+        .map_err(|e| body_error(&e, limit))?;
     let input = parse_input(&body)?;
     let plan = request::plan(&input)?;
     let permit = s

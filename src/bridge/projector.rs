@@ -92,8 +92,8 @@ struct ArtifactTrack {
 #[derive(Debug)]
 pub struct Projector {
     frame: RunFrame,
-    started: bool,
     finished: bool,
+    /// The client state as projected so far; `Some` once `RUN_STARTED` went out.
     shadow: Option<Shadow>,
     saw_task: bool,
     saw_reply: bool,
@@ -113,7 +113,6 @@ impl Projector {
     pub fn new(frame: RunFrame) -> Self {
         Self {
             frame,
-            started: false,
             finished: false,
             shadow: None,
             saw_task: false,
@@ -270,10 +269,9 @@ impl Projector {
     }
 
     fn ensure_started(&mut self, out: &mut Vec<Event>) {
-        if self.started {
+        if self.shadow.is_some() {
             return;
         }
-        self.started = true;
         let mut a2a = Map::new();
         if let Some(c) = &self.frame.context_id {
             a2a.insert("contextId".into(), json!(c));
