@@ -758,3 +758,55 @@ async fn shutdown_ends_open_runs_with_a_terminal_event() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
+    use agui_a2a_gateway::a2a::client::{Client, ClientError, Endpoint};
+    use agui_a2a_gateway::a2a::model::ProtocolVersion;
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let steps = drive(
+        &gw.agent_url("ref"),
+        "listing",
+        json!([{"message": "echo one"}, {"message": "echo two"}]),
+    )
+    .await;
+    let context = steps[1]["state"]["a2a"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = |version| {
+        let endpoint = Endpoint {
+            url: upstream("both").parse().unwrap(),
+            version,
+            headers: Default::default(),
+        };
+        Client::new(reqwest::Client::new(), endpoint, 1 << 20)
+    };
+    let page = client(ProtocolVersion::V1)
+        .list_tasks(&context, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(page.tasks.len(), 2);
+    assert_eq!(
+        page.tasks[0].id,
+        steps[1]["state"]["a2a"]["task"]["id"].as_str().unwrap(),
+        "newest first"
+    );
+    let v03 = client(ProtocolVersion::V0_3)
+        .list_tasks(&context, 10, None)
+        .await;
+    assert!(matches!(v03, Err(ClientError::Unsupported(..))));
+    // GetTask and CancelTask in both versions, on a finished task.
+    for version in [ProtocolVersion::V1, ProtocolVersion::V0_3] {
+        let task = client(version)
+            .get_task(&page.tasks[0].id, Some(1))
+            .await
+            .unwrap();
+        assert!(task.status.state.is_terminal());
+        let cancel = client(version).cancel_task(&page.tasks[0].id).await;
+        assert!(
+            matches!(cancel, Err(ClientError::Rpc(ref e)) if e.code == -32002),
+            "{version:?}: {cancel:?}"
+        );
+    }
+}
