@@ -82,6 +82,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         timeouts: settings.timeouts,
         runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs)),
         stop: stop_rx,
+        cors_origins: settings.cors_origins.clone(),
     };
     Ok(App {
         router: http::router(state),

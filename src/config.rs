@@ -23,6 +23,8 @@ use crate::a2a::model::ProtocolVersion;
 pub struct FileConfig {
     pub listen: Option<String>,
     pub binding_store: Option<String>,
+    /// Browser origins allowed to call the gateway (CORS); none by default.
+    pub cors_origins: Vec<String>,
     pub agents: Vec<AgentConfig>,
     pub limits: Limits,
     pub timeouts: Timeouts,
@@ -159,6 +161,8 @@ pub struct AgentSettings {
 pub struct Settings {
     pub listen: SocketAddr,
     pub binding_store: BindingStoreKind,
+    /// Exact origins (`scheme://host[:port]`) allowed cross-origin access.
+    pub cors_origins: Vec<reqwest::header::HeaderValue>,
     pub agents: Vec<AgentSettings>,
     pub limits: Limits,
     pub timeouts: TimeoutSettings,
@@ -170,6 +174,8 @@ pub struct Settings {
 pub struct Overrides {
     pub listen: Option<String>,
     pub binding_store: Option<String>,
+    /// `--cors-origin` values, added to the file's `cors_origins`.
+    pub cors_origins: Vec<String>,
     /// `NAME=URL` pairs.
     pub agents: Vec<String>,
     pub demo: bool,
@@ -291,6 +297,27 @@ fn parse_url_any(key: &str, raw: &str) -> Result<Url, ConfigError> {
     Url::parse(raw).map_err(|e| err(key, format!("{raw:?}: {e}")))
 }
 
+/// An exact browser origin: `http(s)://host[:port]`, no path.
+fn parse_origin(raw: &str) -> Result<reqwest::header::HeaderValue, ConfigError> {
+    let bad = || {
+        err(
+            "cors_origins",
+            format!("{raw:?} must be an origin like https://app.example"),
+        )
+    };
+    let url = Url::parse(raw).map_err(|_| bad())?;
+    let bare = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some()
+        && url.path() == "/"
+        && url.query().is_none()
+        && url.fragment().is_none();
+    if !bare {
+        return Err(bad());
+    }
+    let origin = url.origin().ascii_serialization();
+    reqwest::header::HeaderValue::from_str(&origin).map_err(|_| bad())
+}
+
 fn ms(key: &str, v: u64) -> Result<Duration, ConfigError> {
     if v == 0 {
         return Err(err(format!("timeouts.{key}"), "must be greater than 0"));
@@ -371,9 +398,14 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             "no agent configured: use --agent NAME=URL, a config file, or --demo",
         ));
     }
+    let mut cors_origins = Vec::new();
+    for raw in file.cors_origins.iter().chain(&over.cors_origins) {
+        cors_origins.push(parse_origin(raw)?);
+    }
     Ok(Settings {
         listen,
         binding_store,
+        cors_origins,
         agents,
         limits: file.limits,
         timeouts,
@@ -441,6 +473,25 @@ mod tests {
                 .as_str(),
             "http://y:9/"
         );
+    }
+
+    #[test]
+    fn cors_origins_are_exact_origins() {
+        let ok = yaml("agents: [{name: a, url: 'http://x'}]\ncors_origins: ['https://app.example', 'http://127.0.0.1:3000']").unwrap();
+        let s = settings(ok, Overrides::default()).unwrap();
+        assert_eq!(s.cors_origins[0], "https://app.example");
+        assert_eq!(s.cors_origins[1], "http://127.0.0.1:3000");
+        for bad in ["*", "https://app.example/path", "ftp://x"] {
+            let file = yaml(&format!(
+                "agents: [{{name: a, url: 'http://x'}}]\ncors_origins: ['{bad}']"
+            ))
+            .unwrap();
+            assert_eq!(
+                settings(file, Overrides::default()).unwrap_err().key,
+                "cors_origins",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

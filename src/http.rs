@@ -40,6 +40,8 @@ pub struct AppState {
     pub runs: Arc<Semaphore>,
     /// Flipped to `true` when open runs must end (shutdown after the drain period).
     pub stop: tokio::sync::watch::Receiver<bool>,
+    /// Browser origins allowed cross-origin access.
+    pub cors_origins: Vec<HeaderValue>,
 }
 
 /// A request problem, reported before any stream starts.
@@ -91,8 +93,20 @@ impl From<request::InvalidInput> for ApiError {
     }
 }
 
+/// CORS for the configured browser origins only (none: no CORS headers, so browsers keep
+/// cross-origin pages out). Preflights are answered before anything else.
+fn cors(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
+    use axum::http::Method;
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(origins.to_vec())
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([header::CONTENT_TYPE, header::ACCEPT, header::AUTHORIZATION])
+        .max_age(Duration::from_secs(600))
+}
+
 /// The router over `state`.
 pub fn router(state: AppState) -> Router {
+    let cors = cors(&state.cors_origins);
     Router::new()
         .route("/agents", get(list_agents))
         .route("/agents/{name}", post(run_agent).get(get_agent))
@@ -104,6 +118,7 @@ pub fn router(state: AppState) -> Router {
                 Json(json!({"error": {"code": "not_found", "message": "no such route"}})),
             )
         })
+        .layer(cors)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -254,6 +269,7 @@ mod tests {
             timeouts: config.timeouts,
             runs: Arc::new(Semaphore::new(1)),
             stop: tokio::sync::watch::channel(false).1,
+            cors_origins: vec![HeaderValue::from_static("https://app.example")],
         }
     }
 
@@ -271,6 +287,33 @@ mod tests {
             body.next().await.is_none(),
             "the body ends when the run does"
         );
+    }
+
+    #[tokio::test]
+    async fn cors_answers_listed_origins_only() {
+        let preflight = |origin: &'static str| {
+            HttpRequest::builder()
+                .method("OPTIONS")
+                .uri("/agents/demo")
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .header("access-control-request-headers", "content-type")
+                .body(Body::empty())
+                .unwrap()
+        };
+        let ok = router(state())
+            .oneshot(preflight("https://app.example"))
+            .await
+            .unwrap();
+        assert_eq!(
+            ok.headers()["access-control-allow-origin"],
+            "https://app.example"
+        );
+        let other = router(state())
+            .oneshot(preflight("https://evil.example"))
+            .await
+            .unwrap();
+        assert!(other.headers().get("access-control-allow-origin").is_none());
     }
 
     /// Every operation in `openapi/openapi.json` is routed (no fallback 404, no 405), so

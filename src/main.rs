@@ -22,6 +22,10 @@ struct Cli {
     /// Also run the built-in demo A2A agent, registered as agent `demo`.
     #[arg(long)]
     demo: bool,
+    /// A browser origin allowed to call the gateway (CORS), e.g. https://app.example;
+    /// repeatable. None by default.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    cors_origins: Vec<String>,
     /// Binding store: memory or redis://HOST:PORT[/DB].
     #[arg(long, env = "GATEWAY_BINDING_STORE", value_name = "STORE")]
     binding_store: Option<String>,
@@ -87,6 +91,7 @@ async fn main() -> ExitCode {
     let overrides = config::Overrides {
         listen: cli.listen,
         binding_store: cli.binding_store,
+        cors_origins: cli.cors_origins,
         agents: cli.agents,
         demo: cli.demo,
     };
