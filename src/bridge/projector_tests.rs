@@ -90,12 +90,7 @@ fn project_with(path: &str, frame: RunFrame) -> Vec<Value> {
         Some(events) => out.extend(events),
         None => out.extend(p.fail(codes::UPSTREAM_STREAM_ENDED, "stream ended")),
     }
-    let events: Vec<Value> = out
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect();
-    check_invariants(&events);
-    events
+    checked(&out)
 }
 
 fn project(path: &str) -> Vec<Value> {
@@ -108,6 +103,16 @@ fn no_nulls(v: &Value, at: &str) {
             assert!(!x.is_null(), "null field {at}/{k}");
         }
     }
+}
+
+/// The events as JSON, after checking the run invariants on them.
+fn checked(out: &[Event]) -> Vec<Value> {
+    let events: Vec<Value> = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    check_invariants(&events);
+    events
 }
 
 /// The invariants of every run (module header).
@@ -551,12 +556,7 @@ fn run_started_waits_for_the_context_unless_known() {
 #[test]
 fn failing_before_any_event_still_starts_the_run() {
     let mut p = Projector::new(frame(true));
-    let events: Vec<Value> = p
-        .fail(codes::UPSTREAM_UNAVAILABLE, "connection refused")
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect();
-    check_invariants(&events);
+    let events = checked(&p.fail(codes::UPSTREAM_UNAVAILABLE, "connection refused"));
     assert_eq!(events[2]["code"], "upstream_unavailable");
     assert!(p.fail("x", "y").is_empty(), "only one terminal event");
 }
@@ -598,11 +598,7 @@ fn resubscribe_snapshot_does_not_repeat_text() {
         let Item::Event(e) = item else { continue };
         out.extend(p.apply(&e));
     }
-    let events: Vec<Value> = out
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect();
-    check_invariants(&events);
+    let events = checked(&out);
     let starts = events
         .iter()
         .filter(|e| e["type"] == "TEXT_MESSAGE_START" && e["messageId"] == status_id.as_str())
@@ -647,11 +643,7 @@ fn recovery_replays_missed_history_once_then_follows_the_subscription() {
         let Item::Event(e) = item else { continue };
         out.extend(p.apply(&e));
     }
-    let events: Vec<Value> = out
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect();
-    check_invariants(&events);
+    let events = checked(&out);
     let t: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
     let expected: Vec<String> = (1..=10)
         .map(|i| format!("tick {i}/10"))
