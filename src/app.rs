@@ -67,10 +67,12 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         .pool_max_idle_per_host(64)
         .build()
         .map_err(BuildError::Http)?;
+    // A card is one small GET: the connect budget, and as long again to read it.
+    let card_timeout = settings.timeouts.connect * 2;
     let registry = Arc::new(Registry::new(
         settings.agents.clone(),
         http,
-        settings.timeouts.connect + settings.timeouts.connect,
+        card_timeout,
         settings.limits.max_event_bytes,
     ));
     registry.clone().spawn_refresher();

@@ -79,6 +79,17 @@ impl Agent {
     }
 }
 
+/// Cards larger than this are refused (a card is a few KiB).
+const MAX_CARD_BYTES: usize = 1024 * 1024;
+
+/// Reads a card body, refusing more than [`MAX_CARD_BYTES`].
+async fn read_card(resp: reqwest::Response) -> Result<AgentCard, String> {
+    let body = crate::a2a::client::read_limited(resp, MAX_CARD_BYTES)
+        .await
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&body).map_err(|e| format!("not an agent card: {e}"))
+}
+
 /// All configured agents.
 #[derive(Debug)]
 pub struct Registry {
@@ -147,6 +158,16 @@ impl Registry {
         let result = self.fetch(&agent.settings).await;
         match &result {
             Ok(r) => {
+                let before = agent.resolved();
+                let changed = before.is_none_or(|b| {
+                    b.client.endpoint_url() != r.client.endpoint_url()
+                        || b.version() != r.version()
+                        || b.streaming != r.streaming
+                });
+                if changed {
+                    tracing::info!(agent = %agent.settings.name, endpoint = r.client.endpoint_url(),
+                        version = r.version().as_str(), streaming = r.streaming, "agent card read");
+                }
                 if let Ok(mut slot) = agent.resolved.write() {
                     *slot = Some(r.clone());
                 }
@@ -175,10 +196,10 @@ impl Registry {
                 .send()
                 .await;
             let card: AgentCard = match resp {
-                Ok(r) if r.status().is_success() => match r.json().await {
+                Ok(r) if r.status().is_success() => match read_card(r).await {
                     Ok(c) => c,
                     Err(e) => {
-                        errors.push(format!("{url}: not an agent card: {e}"));
+                        errors.push(format!("{url}: {e}"));
                         continue;
                     }
                 },
@@ -208,7 +229,6 @@ impl Registry {
             };
             let client = Client::new(self.http.clone(), endpoint, self.max_event_bytes);
             let streaming = card.streaming();
-            tracing::info!(agent = %s.name, version = selection.version.as_str(), streaming, "agent card read");
             return Ok(Arc::new(Resolved {
                 card,
                 client,

@@ -30,7 +30,7 @@ pub enum ClientError {
     #[error("invalid upstream response: {0}")]
     Invalid(String),
     /// One upstream event exceeded `limits.max_event_bytes`.
-    #[error("an upstream event exceeds limits.max_event_bytes ({limit} bytes)")]
+    #[error("an upstream event or response exceeds {limit} bytes (limits.max_event_bytes)")]
     EventTooLarge { limit: usize },
     /// The operation does not exist in the upstream's protocol version.
     #[error("{0} is not supported by A2A {1}")]
@@ -139,10 +139,8 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<String, ClientError> {
         let resp = self.post(method, params, false, timeout).await?;
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| ClientError::Unavailable(describe(&e)))?;
+        let body = read_limited(resp, self.max_event_bytes).await?;
+        let text = String::from_utf8_lossy(&body);
         match parse_envelope(&text) {
             Some(Reply::Result(r)) => Ok(r.to_owned()),
             Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
@@ -240,10 +238,8 @@ impl Client {
         if !is_sse {
             // Errors detected before the first event come back as plain JSON (a2a-sdk 1.3.0,
             // transcripts §2.16, §3.11); a non-streaming server may also answer a single result.
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| ClientError::Unavailable(describe(&e)))?;
+            let body = read_limited(resp, self.max_event_bytes).await?;
+            let text = String::from_utf8_lossy(&body);
             return match parse_envelope(&text) {
                 Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
                 Some(Reply::Result(r)) => {
@@ -269,6 +265,25 @@ impl Client {
         });
         Ok(Box::pin(events))
     }
+}
+
+/// Reads a whole response body, refusing more than `limit` bytes (never buffering past it).
+pub async fn read_limited(
+    mut resp: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, ClientError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| ClientError::Unavailable(describe(&e)))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(ClientError::EventTooLarge { limit });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// A reqwest error with its causes ("connection refused" is in the source chain).
