@@ -43,6 +43,11 @@ pub struct Fake {
 impl Fake {
     /// Starts a fake answering `method` with each answer in turn.
     pub async fn start(answers: Vec<(&str, Answer)>) -> Self {
+        Self::start_with(answers, true).await
+    }
+
+    /// Like [`Fake::start`], with the card's `capabilities.streaming`.
+    pub async fn start_with(answers: Vec<(&str, Answer)>, streaming: bool) -> Self {
         let script = Script {
             answers: Arc::new(Mutex::new(
                 answers
@@ -57,7 +62,7 @@ impl Fake {
         let card = json!({
             "name": "fake", "description": "scripted failures", "version": "1",
             "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-            "capabilities": {"streaming": true}, "skills": []
+            "capabilities": {"streaming": streaming}, "skills": []
         });
         let app = Router::new()
             .route(

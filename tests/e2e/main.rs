@@ -810,3 +810,38 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_that_do_not_stream_are_called_with_a_blocking_send() {
+    let done = json!({"task": {"id": "T1", "contextId": "C1", "status": {"state": "TASK_STATE_COMPLETED",
+        "message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "sent, not streamed"}]}}}});
+    let up = Fake::start_with(
+        vec![("SendMessage", Answer::Json(json!({"result": done})))],
+        false,
+    )
+    .await;
+    let gw = Gateway::with_agents(&[("plain", &up.url)]).await;
+    let steps = drive(&gw.agent_url("plain"), "plain", json!([{"message": "hi"}])).await;
+    assert_accepted(&steps[0]);
+    assert_eq!(assistant_texts(&steps[0]), ["sent, not streamed"]);
+    assert_eq!(up.calls(), ["SendMessage"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_accepting_client_context_ids_get_the_thread_id() {
+    let config =
+        json!({"agents": [{"name": "ref", "url": upstream("both"), "context_ids": "client"}]});
+    let gw = Gateway::start(&config.to_string(), false).await;
+    let steps = drive(
+        &gw.agent_url("ref"),
+        "thread-as-context",
+        json!([{"message": "echo hi"}]),
+    )
+    .await;
+    assert_accepted(&steps[0]);
+    assert_eq!(steps[0]["state"]["a2a"]["contextId"], "thread-as-context");
+    assert_eq!(
+        steps[0]["events"][0]["metadata"]["a2a"]["contextId"],
+        "thread-as-context"
+    );
+}
