@@ -3,8 +3,10 @@
 //! last event, added latency per event (p50/p99), the gateway's peak RSS, and the extra
 //! memory of 1,000 open idle streams. Not a test: nothing here fails on a number.
 //!
-//! `cargo bench --bench gateway` (env BENCH_EVENTS, BENCH_BYTES, BENCH_IDLE_STREAMS,
-//! BENCH_ROUNDS override the load).
+//! `cargo bench --bench gateway`. Env overrides: BENCH_EVENTS and BENCH_BYTES (the flat-out
+//! load, 20,000 x 256), BENCH_ROUNDS (7), BENCH_PACED_EVENTS and BENCH_PACED_RATE (the paced
+//! load for latency, 6,000 at 2,000/s), BENCH_IDLE_STREAMS (1,000), BENCH_GATEWAY_WORKERS
+//! (the gateway's tokio worker threads; default: one per core).
 //!
 //! The demo agent runs in this process; the gateway runs as its own process (the release
 //! binary) so its memory is measured alone. Every event of `bench N K` carries its send time,
