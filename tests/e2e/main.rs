@@ -551,10 +551,18 @@ async fn stalls_broken_upstreams_and_oversized_events_end_in_run_errors() {
             Answer::Frames(vec![update("TASK_STATE_WORKING", Some(("m", &big)))]),
         ),
         ("SendStreamingMessage", Answer::Raw(String::new())),
+        (
+            "SendStreamingMessage",
+            Answer::Frames(
+                (0..10)
+                    .map(|i| update("TASK_STATE_WORKING", Some((&format!("m{i}"), "tick"))))
+                    .collect(),
+            ),
+        ),
     ])
     .await;
     let config = json!({"agents": [{"name": "fake", "url": up.url}],
-        "timeouts": {"idle": 300}, "limits": {"max_event_bytes": 1024}});
+        "timeouts": {"idle": 300}, "limits": {"max_event_bytes": 1024, "max_events_per_run": 5}});
     let gw = Gateway::start(&config.to_string(), false).await;
     for (thread, code) in [
         ("stall", "upstream_timeout"),
@@ -562,6 +570,7 @@ async fn stalls_broken_upstreams_and_oversized_events_end_in_run_errors() {
         ("garbage", "upstream_invalid_response"),
         ("big", "limit_exceeded"),
         ("empty", "upstream_stream_ended"),
+        ("chatty", "limit_exceeded"),
     ] {
         let steps = drive(&gw.agent_url("fake"), thread, json!([{"message": "go"}])).await;
         assert!(
