@@ -7,6 +7,8 @@ COPY benches ./benches
 COPY tests ./tests
 COPY fixtures ./fixtures
 COPY config ./config
+# The repo's release profile keeps debug info for profiling; the image does not need it.
+ENV CARGO_PROFILE_RELEASE_DEBUG=0
 RUN cargo build --release --locked --bin agui-a2a-gateway
 
 FROM debian:bookworm-slim
