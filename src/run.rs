@@ -235,6 +235,8 @@ struct Run {
     cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
     /// The contextId was written to the binding store.
     bound: bool,
+    /// The task `cancel_on_drop` is armed for.
+    armed_task: Option<String>,
     /// The A2A messageId this run sent, to find its place in task history on recovery.
     sent_message_id: Option<String>,
 }
@@ -315,6 +317,7 @@ impl Run {
             _permit: permit,
             cancel_on_drop,
             bound: false,
+            armed_task: None,
             sent_message_id: None,
         }
     }
@@ -344,20 +347,27 @@ impl Run {
                 self.bound = true;
             }
         }
-        if self.agent.settings.cancel_on_disconnect {
-            let armed = match (self.projector.task_id(), self.agent.resolved()) {
-                (Some(task_id), Some(upstream)) if !self.projector.is_finished() => {
-                    Some(CancelOnDrop {
-                        client: upstream.client.clone(),
-                        task_id: task_id.to_owned(),
-                    })
-                }
-                _ => None,
-            };
-            if let Ok(mut slot) = self.cancel_on_drop.lock() {
-                *slot = armed;
-            }
+        if !self.agent.settings.cancel_on_disconnect {
+            return;
         }
+        // Re-armed only when the task to cancel changes, not on every event.
+        let wanted = (!self.projector.is_finished())
+            .then(|| self.projector.task_id().map(str::to_owned))
+            .flatten();
+        if wanted == self.armed_task {
+            return;
+        }
+        let armed = match (&wanted, self.agent.resolved()) {
+            (Some(task_id), Some(upstream)) => Some(CancelOnDrop {
+                client: upstream.client.clone(),
+                task_id: task_id.clone(),
+            }),
+            _ => None,
+        };
+        if let Ok(mut slot) = self.cancel_on_drop.lock() {
+            *slot = armed;
+        }
+        self.armed_task = wanted;
     }
 
     fn disarm_cancel(&self) {

@@ -202,6 +202,9 @@ impl Projector {
         if self.finished {
             return out;
         }
+        if self.frame.context_id.is_none() {
+            self.frame.context_id = task.context_id.clone();
+        }
         self.ensure_started(&mut out);
         let start = after_message_id
             .and_then(|id| task.history.iter().position(|m| m.message_id == id))
@@ -211,7 +214,7 @@ impl Projector {
                 self.on_message(m, &mut out);
             }
         }
-        out.extend(self.apply(&StreamEvent::Task(task.clone())));
+        self.on_task(task, &mut out);
         out
     }
 

@@ -32,6 +32,11 @@ pub(super) fn status(state: TaskState, text: Option<String>) -> Update {
     }
 }
 
+/// The `i`-th word after the command as a number, or `default`.
+fn number<T: std::str::FromStr>(args: &[&str], i: usize, default: T) -> T {
+    args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default)
+}
+
 /// The steps of a scenario after the task exists.
 pub(super) async fn script(out: Emitter, text: String, follow_up: Option<&'static str>) {
     out.emit(status(TaskState::Working, None)).await;
@@ -92,11 +97,7 @@ pub(super) async fn script(out: Emitter, text: String, follow_up: Option<&'stati
         }
         "idle" => {
             // An open, quiet stream (the benchmark's memory-per-stream figure).
-            let secs: u64 = args
-                .first()
-                .and_then(|a| a.parse().ok())
-                .unwrap_or(10)
-                .min(3600);
+            let secs: u64 = number(&args, 0, 10).min(3600);
             tokio::time::sleep(Duration::from_secs(secs)).await;
             out.emit(status(
                 TaskState::Completed,
@@ -105,11 +106,7 @@ pub(super) async fn script(out: Emitter, text: String, follow_up: Option<&'stati
             .await;
         }
         "slow" => {
-            let n: u32 = args
-                .first()
-                .and_then(|a| a.parse().ok())
-                .unwrap_or(3)
-                .min(100_000);
+            let n: u32 = number(&args, 0, 3).min(100_000);
             for i in 1..=n {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 out.emit(status(TaskState::Working, Some(format!("tick {i}/{n}"))))
@@ -119,13 +116,10 @@ pub(super) async fn script(out: Emitter, text: String, follow_up: Option<&'stati
                 .await;
         }
         "bench" => {
-            let arg = |i: usize, default: usize| -> usize {
-                args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default)
-            };
-            let n = arg(0, 1000).min(10_000_000);
-            let k = arg(1, 64).clamp(40, 4_000_000);
+            let n: usize = number(&args, 0, 1000).min(10_000_000);
+            let k: usize = number(&args, 1, 64).clamp(40, 4_000_000);
             // Optional pacing in events per second; absent or 0 means as fast as possible.
-            let rate = arg(2, 0);
+            let rate: usize = number(&args, 2, 0);
             let start = tokio::time::Instant::now();
             for i in 0..n {
                 if rate > 0 {
