@@ -429,7 +429,9 @@ impl Run {
             let stream = match tokio::time::timeout(self.timeouts.first_event, open).await {
                 Ok(r) => r?,
                 Err(_) => {
-                    let _ = self.timeout_error("first_event").await;
+                    let _ = self
+                        .timeout_error("first_event", self.timeouts.first_event)
+                        .await;
                     return Ok(());
                 }
             };
@@ -446,13 +448,10 @@ impl Run {
         Ok(())
     }
 
-    async fn timeout_error(&mut self, which: &str) -> Result<(), Disconnected> {
-        let ms = match which {
-            "first_event" => self.timeouts.first_event,
-            _ => self.timeouts.idle,
-        };
+    /// `RUN_ERROR upstream_timeout` naming the `timeouts.<key>` setting that elapsed.
+    async fn timeout_error(&mut self, key: &str, ms: Duration) -> Result<(), Disconnected> {
         let msg = format!(
-            "no event from the upstream within timeouts.{which} ({} ms)",
+            "no event from the upstream within timeouts.{key} ({} ms)",
             ms.as_millis()
         );
         self.fail(codes::TIMEOUT, &msg).await
@@ -466,16 +465,14 @@ impl Run {
     ) -> Result<(), Disconnected> {
         let mut first = true;
         loop {
-            let wait = if first {
-                self.timeouts.first_event
+            let (key, wait) = if first {
+                ("first_event", self.timeouts.first_event)
             } else {
-                self.timeouts.idle
+                ("idle", self.timeouts.idle)
             };
-            let next = tokio::time::timeout(wait, stream.next()).await;
-            let which = if first { "first_event" } else { "idle" };
             first = false;
-            match next {
-                Err(_) => return self.timeout_error(which).await,
+            match tokio::time::timeout(wait, stream.next()).await {
+                Err(_) => return self.timeout_error(key, wait).await,
                 Ok(Some(Ok(event))) => {
                     self.upstream_events += 1;
                     if self.upstream_events > self.limits.max_events_per_run {
