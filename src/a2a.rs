@@ -15,6 +15,26 @@ use serde_json::Value;
 
 use model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
 
+/// JSON-RPC error codes of A2A (A2A 1.0 §9.5 / 0.3 §8; JSON-RPC 2.0 §5.1). The only
+/// place these numbers are written.
+pub mod rpc_code {
+    /// Invalid JSON was received.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The method does not exist.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// `TaskNotFoundError`: the task id is unknown (or expired).
+    pub const TASK_NOT_FOUND: i64 = -32001;
+    /// `TaskNotCancelableError`: the task is in a state that cannot be canceled.
+    pub const TASK_NOT_CANCELABLE: i64 = -32002;
+    /// `UnsupportedOperationError`: a2a-sdk answers a message to, or a subscription on, a
+    /// task in a terminal state with this code.
+    pub const UNSUPPORTED_OPERATION: i64 = -32004;
+    /// `VersionNotSupportedError` (1.0): the `A2A-Version` header does not match.
+    pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+}
+
 /// The A2A operations the gateway calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
@@ -24,6 +44,27 @@ pub enum Operation {
     CancelTask,
     Subscribe,
     ListTasks,
+}
+
+impl Operation {
+    /// Every operation, for tables.
+    pub const ALL: [Operation; 6] = [
+        Operation::Stream,
+        Operation::Send,
+        Operation::GetTask,
+        Operation::CancelTask,
+        Operation::Subscribe,
+        Operation::ListTasks,
+    ];
+
+    /// The version and operation of a JSON-RPC method name (the inverse of
+    /// [`ProtocolVersion::method`]); `None` for a method neither version has.
+    pub fn of_method(method: &str) -> Option<(ProtocolVersion, Operation)> {
+        [ProtocolVersion::V1, ProtocolVersion::V0_3]
+            .into_iter()
+            .flat_map(|v| Operation::ALL.into_iter().map(move |op| (v, op)))
+            .find(|(v, op)| v.method(*op) == Some(method))
+    }
 }
 
 impl ProtocolVersion {
