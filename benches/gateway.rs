@@ -408,6 +408,8 @@ impl Watch {
 struct OpenStreams {
     /// "idle" or "ticking".
     kind: &'static str,
+    /// Text chunks each stream's load sends per second (`slow N`: one per 100 ms).
+    chunks_per_s_each: f64,
     load: String,
     requested: usize,
     /// Streams open (RUN_STARTED seen, nothing terminal, connection up) when RSS was read.
@@ -424,6 +426,7 @@ impl OpenStreams {
         demo_url: &str,
         kind: &'static str,
         load: String,
+        chunks_per_s_each: f64,
         count: usize,
     ) -> Self {
         let gw = start_gateway(demo_url).await;
@@ -463,6 +466,7 @@ impl OpenStreams {
         }
         Self {
             kind,
+            chunks_per_s_each,
             load,
             requested: count,
             open,
@@ -477,8 +481,9 @@ impl OpenStreams {
         let (kind, load, n, open) = (self.kind, &self.load, self.requested, self.open);
         println!("| {kind} streams (`{load}`) open when RSS was read | - | {open} of {n} | |");
         println!(
-            "| text chunks/s received across the {kind} streams while measured | - | {:.0} | |",
-            self.chunks_per_s
+            "| text chunks/s received across the {kind} streams while measured | - | {:.0} | {:.0} nominal |",
+            self.chunks_per_s,
+            self.chunks_per_s_each * open as f64
         );
         if n == 0 || open != n {
             println!("| memory per open {kind} stream (KiB) | - | n/a | not measured: only {open} of {n} `{load}` streams stayed open |");
@@ -564,13 +569,16 @@ async fn main() {
         );
         (flat, sized, dp, gp, rss_kib(gw.pid(), "VmHWM:"))
     };
-    let idle =
-        OpenStreams::measure(&http, &demo_url, "idle", "idle 120".into(), idle_streams).await;
+    // `idle S` sends nothing after its working status; `slow N` ticks every 100 ms. Both
+    // outlast the measurement, which then closes its connections.
+    let (idle_load, slow_load) = ("idle 120".to_owned(), "slow 1200".to_owned());
+    let idle = OpenStreams::measure(&http, &demo_url, "idle", idle_load, 0.0, idle_streams).await;
     let ticking = OpenStreams::measure(
         &http,
         &demo_url,
         "ticking",
-        "slow 1200".into(),
+        slow_load,
+        10.0,
         ticking_streams,
     )
     .await;
