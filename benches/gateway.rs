@@ -19,9 +19,13 @@
 //! The demo agent runs in this process; the gateway runs as its own process (the release
 //! binary), so its memory and CPU time (utime + stime from /proc/<pid>/stat) are the
 //! gateway's alone. Every event of `bench N K` carries its send time, so latency is measured
-//! per event, from the agent's send to the reader's receipt. The memory figures use a fresh
+//! per event, from the agent's send to the reader's receipt. CPU per A2A event: the gateway's
+//! CPU over its rounds of a load, divided by the A2A events of those rounds (as many as the
+//! direct read of the same load counts). Bytes: SSE response bodies, the direct A2A stream
+//! against the gateway's AG-UI stream for the same load. The memory figures use a fresh
 //! gateway per kind of stream and count only streams that are verifiably open when RSS is
-//! read: each has seen `RUN_STARTED` and no terminal event, and its connection is up.
+//! read: each has seen `RUN_STARTED` and no terminal event, and its connection is up; unless
+//! all are, the per-stream figure is printed as n/a with the count.
 
 use std::cell::Cell;
 use std::process::{Child, Command, Stdio};
