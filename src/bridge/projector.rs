@@ -27,7 +27,7 @@ use json_patch::jsonptr::PointerBuf;
 
 /// What the projector needs to know about the run before the first upstream event.
 #[derive(Debug, Clone, Default)]
-pub struct RunFrame {
+pub(crate) struct RunFrame {
     pub thread_id: String,
     pub run_id: String,
     /// The client declared AG-UI 1.0 (`protocolVersion: "1.0"`).
@@ -79,7 +79,7 @@ struct ArtifactTrack {
 
 /// Projects one run's A2A stream into AG-UI events.
 #[derive(Debug)]
-pub struct Projector {
+pub(crate) struct Projector {
     frame: RunFrame,
     finished: bool,
     /// The client state as projected so far; `Some` once `RUN_STARTED` went out.
@@ -101,7 +101,7 @@ pub struct Projector {
 
 impl Projector {
     /// A projector for one run.
-    pub fn new(frame: RunFrame) -> Self {
+    pub(crate) fn new(frame: RunFrame) -> Self {
         Self {
             frame,
             finished: false,
@@ -120,23 +120,23 @@ impl Projector {
     }
 
     /// True once the terminal event was returned.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.finished
     }
 
     /// The A2A context id bound to this run, once known.
-    pub fn context_id(&self) -> Option<&str> {
+    pub(crate) fn context_id(&self) -> Option<&str> {
         self.frame.context_id.as_deref()
     }
 
     /// The A2A task id of this run, once known.
-    pub fn task_id(&self) -> Option<&str> {
+    pub(crate) fn task_id(&self) -> Option<&str> {
         self.frame.task_id.as_deref()
     }
 
     /// `RUN_STARTED` + `STATE_SNAPSHOT` right away when the context is already known;
     /// otherwise nothing (they wait for the first upstream event).
-    pub fn start(&mut self) -> Vec<Event> {
+    pub(crate) fn start(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
         if self.frame.context_id.is_some() {
             self.ensure_started(&mut out);
@@ -145,7 +145,7 @@ impl Projector {
     }
 
     /// Projects one upstream event.
-    pub fn apply(&mut self, event: &StreamEvent) -> Vec<Event> {
+    pub(crate) fn apply(&mut self, event: &StreamEvent) -> Vec<Event> {
         let mut out = Vec::new();
         if self.finished {
             return out;
@@ -179,7 +179,11 @@ impl Projector {
     /// start, a complete `MESSAGES_SNAPSHOT` (the client's messages merged with the task's
     /// history, DESIGN §4), then the snapshot's state; messages already in the snapshot are
     /// not streamed again.
-    pub fn reattach(&mut self, task: &Task, client_messages: &[ClientMessage]) -> Vec<Event> {
+    pub(crate) fn reattach(
+        &mut self,
+        task: &Task,
+        client_messages: &[ClientMessage],
+    ) -> Vec<Event> {
         let mut out = Vec::new();
         if self.finished {
             return out;
@@ -215,7 +219,11 @@ impl Projector {
     /// its history that came after `after_message_id` (this run's own message) and were
     /// missed while the stream was down, then the snapshot itself. Nothing already streamed
     /// is repeated.
-    pub fn apply_recovered(&mut self, task: &Task, after_message_id: Option<&str>) -> Vec<Event> {
+    pub(crate) fn apply_recovered(
+        &mut self,
+        task: &Task,
+        after_message_id: Option<&str>,
+    ) -> Vec<Event> {
         let mut out = Vec::new();
         if self.finished {
             return out;
@@ -239,7 +247,7 @@ impl Projector {
 
     /// The upstream stream ended. `Some` with the closing events if the run is complete
     /// (or was already finished); `None` if the task is still open and needs recovery.
-    pub fn end_of_stream(&mut self) -> Option<Vec<Event>> {
+    pub(crate) fn end_of_stream(&mut self) -> Option<Vec<Event>> {
         if self.finished {
             return Some(Vec::new());
         }
@@ -252,7 +260,7 @@ impl Projector {
     }
 
     /// Ends the run with `RUN_ERROR` (no-op if already finished).
-    pub fn fail(&mut self, error: &RunError) -> Vec<Event> {
+    pub(crate) fn fail(&mut self, error: &RunError) -> Vec<Event> {
         let mut out = Vec::new();
         if self.finished {
             return out;
@@ -266,7 +274,7 @@ impl Projector {
 
     /// Ends the run as cancelled: `{type: "cancelled"}` for 1.0 clients, a plain
     /// `RUN_FINISHED` for older ones (DESIGN §6).
-    pub fn cancelled(&mut self) -> Vec<Event> {
+    pub(crate) fn cancelled(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
         if !self.finished {
             self.ensure_started(&mut out);
@@ -863,7 +871,7 @@ fn end_at_terminal(out: &mut Vec<Event>) {
 }
 
 /// A part as it appears in projected state (`docs/mapping.md`).
-pub fn part_json(part: &Part) -> Value {
+pub(crate) fn part_json(part: &Part) -> Value {
     let mut obj = match &part.content {
         PartContent::Text(t) => json!({"type": "text", "text": t}),
         PartContent::Data(d) => json!({"type": "data", "data": d}),
