@@ -1,9 +1,11 @@
-//! The HTTP surface (DESIGN §3): thin axum handlers, the router, and the error format.
+//! The HTTP surface (DESIGN §3): thin axum handlers and the router; the accept loop with
+//! the client-side limits ([`listener`]); the SSE body of a run ([`sse`]).
 //!
-//! Two error regimes: before the stream starts, a problem with the request itself is a
-//! JSON body `{"error": {"code", "message"}}` with a fitting status; after the `200`, every
-//! failure is one `RUN_ERROR` event (produced by [`crate::run`]). Anything upstream — even
-//! an unreachable agent — is reported in the stream, never as an HTTP error.
+//! Two error regimes ([`crate::error`]): before the stream starts, a problem with the
+//! request itself is a JSON body `{"error": {"code", "message"}}` with its status; after the
+//! `200`, every failure is one `RUN_ERROR` event (ended by [`crate::run`]). Anything upstream
+//! — even an unreachable agent — is reported in the stream, never as an HTTP error. The run
+//! slot is taken before the body is read; the body is read within `timeouts.body_read`.
 
 use std::sync::Arc;
 use std::time::Duration;
