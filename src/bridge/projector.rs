@@ -150,12 +150,12 @@ impl Projector {
         if self.finished {
             return out;
         }
-        if self.frame.context_id.is_none() {
-            self.frame.context_id = event.context_id().map(str::to_owned);
-        }
-        if self.frame.task_id.is_none() && !matches!(event, StreamEvent::Message(_)) {
-            self.frame.task_id = event.task_id().map(str::to_owned);
-        }
+        // A message's taskId names the task it belongs to, not this run's (A2A 1.0 §3.1.2).
+        let task_id = match event {
+            StreamEvent::Message(_) => None,
+            _ => event.task_id(),
+        };
+        self.learn_ids(event.context_id(), task_id);
         self.ensure_started(&mut out);
         match event {
             StreamEvent::Task(task) => self.on_task(task, &mut out),
@@ -184,17 +184,9 @@ impl Projector {
         task: &Task,
         client_messages: &[ClientMessage],
     ) -> Vec<Event> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if self.frame.context_id.is_none() {
-            self.frame.context_id = task.context_id.clone();
-        }
-        if self.frame.task_id.is_none() {
-            self.frame.task_id = Some(task.id.clone());
-        }
-        self.ensure_started(&mut out);
+        let Some(mut out) = self.start_from(task) else {
+            return Vec::new();
+        };
         out.push(Event::MessagesSnapshot {
             messages: history::merge(client_messages, history::messages(&[task])),
         });
@@ -202,6 +194,28 @@ impl Projector {
         self.on_task(task, &mut out);
         end_at_terminal(&mut out);
         out
+    }
+
+    /// Starts (if not yet) from a task snapshot; `None` once the run is finished.
+    fn start_from(&mut self, task: &Task) -> Option<Vec<Event>> {
+        if self.finished {
+            return None;
+        }
+        self.learn_ids(task.context_id.as_deref(), Some(&task.id));
+        let mut out = Vec::new();
+        self.ensure_started(&mut out);
+        Some(out)
+    }
+
+    /// Adopts the upstream's context and task ids where the run does not know them yet
+    /// (late binding, DESIGN §4).
+    fn learn_ids(&mut self, context_id: Option<&str>, task_id: Option<&str>) {
+        if self.frame.context_id.is_none() {
+            self.frame.context_id = context_id.map(str::to_owned);
+        }
+        if self.frame.task_id.is_none() {
+            self.frame.task_id = task_id.map(str::to_owned);
+        }
     }
 
     /// Records the agent messages of a task snapshot as already shown (they went out in a
@@ -224,14 +238,9 @@ impl Projector {
         task: &Task,
         after_message_id: Option<&str>,
     ) -> Vec<Event> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if self.frame.context_id.is_none() {
-            self.frame.context_id = task.context_id.clone();
-        }
-        self.ensure_started(&mut out);
+        let Some(mut out) = self.start_from(task) else {
+            return Vec::new();
+        };
         let start = after_message_id
             .and_then(|id| task.history.iter().position(|m| m.message_id == id))
             .map_or(task.history.len(), |i| i + 1);
