@@ -75,6 +75,11 @@ impl RequestError {
         }
     }
 
+    /// Seconds a client should wait before retrying (`Retry-After`, DESIGN §3), if any.
+    pub(crate) fn retry_after(&self) -> Option<u64> {
+        matches!(self, Self::TooManyRuns(_)).then_some(1)
+    }
+
     /// The HTTP status (exhaustive: a new variant must choose one).
     pub(crate) fn status(&self) -> StatusCode {
         match self {
@@ -202,6 +207,8 @@ mod tests {
         };
         assert_eq!((e.status().as_u16(), e.code()), (422, "id_too_long"));
         assert_eq!(RequestError::StateTooLarge(1).status().as_u16(), 413);
+        assert_eq!(RequestError::TooManyRuns(1).retry_after(), Some(1));
+        assert_eq!(RequestError::NoTask.retry_after(), None);
         assert_eq!(
             RequestError::BodyTimeout(Duration::from_secs(1))
                 .status()

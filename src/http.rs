@@ -50,7 +50,12 @@ pub(crate) struct AppState {
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
-        (self.status(), Json(body)).into_response()
+        let mut resp = (self.status(), Json(body)).into_response();
+        if let Some(secs) = self.retry_after() {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
     }
 }
 

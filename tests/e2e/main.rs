@@ -719,6 +719,7 @@ async fn runs_beyond_the_concurrency_limit_get_429() {
         .await
         .unwrap();
     assert_eq!(second.status(), 429);
+    assert_eq!(second.headers()["retry-after"], "1");
     let err: Value = second.json().await.unwrap();
     assert_eq!(err["error"]["code"], "too_many_runs");
     // The slot is free again once the first run has ended.
