@@ -3,12 +3,13 @@
 //! benchmark run exactly the same app.
 
 use std::future::Future;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::binding::BindingStore;
+use crate::binding::{BindingStore, RedisStore};
 use crate::config::{AgentSettings, BindingStoreKind, ContextIds, Settings};
 use crate::http::listener::{self, ConnectionLimits};
 use crate::http::{self, AppState};
@@ -22,6 +23,7 @@ pub struct App {
     pub settings: Settings,
     /// Ends open runs when set (after the shutdown drain).
     stop: tokio::sync::watch::Sender<bool>,
+    binding_store_errors: Arc<AtomicU64>,
 }
 
 /// Why the gateway could not be built.
@@ -56,12 +58,10 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     }
     let bindings = match &settings.binding_store {
         BindingStoreKind::Memory => BindingStore::memory(),
-        // Refused by config validation already; kept exhaustive for when it ships.
-        BindingStoreKind::Redis(url) => {
-            return Err(BuildError::Store(format!(
-                "{url}: the redis binding store is not available in this version"
-            )))
-        }
+        // Does not wait for Redis: the gateway starts and serves with the store down.
+        BindingStoreKind::Redis(url) => BindingStore::redis(
+            RedisStore::new(url, settings.binding_ttl).map_err(BuildError::Store)?,
+        ),
     };
     // DESIGN §9: redirects are never followed (a redirect could carry the configured
     // upstream credentials to another origin); a 3xx is an error like any non-2xx.
@@ -79,6 +79,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         settings.limits.max_event_bytes,
     ));
     registry.clone().spawn_refresher();
+    let binding_store_errors = bindings.errors();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let state = AppState {
         registry: registry.clone(),
@@ -94,6 +95,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         registry,
         settings,
         stop,
+        binding_store_errors,
     })
 }
 
@@ -107,6 +109,12 @@ pub fn nodelay(listener: TcpListener) -> impl axum::serve::Listener<Addr = std::
 }
 
 impl App {
+    /// Binding store operations that failed since start, live
+    /// (`agui_gateway_binding_store_errors_total`).
+    pub fn binding_store_errors(&self) -> Arc<AtomicU64> {
+        self.binding_store_errors.clone()
+    }
+
     /// Serves until `shutdown` resolves: stops accepting, lets open runs finish for up to
     /// `timeouts.shutdown_drain`, then ends the ones still open with
     /// `RUN_ERROR {code: "gateway_shutdown"}` (their A2A tasks go on upstream), so no client

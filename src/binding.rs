@@ -1,65 +1,129 @@
-//! The threadId -> contextId binding store (DESIGN §4): the only thing the gateway may
-//! remember. It holds ids only, never content.
+//! The binding store (DESIGN §4, §11): owner + agent + threadId -> contextId, the only
+//! thing the gateway may remember. It holds ids and owners only, never content.
 //!
-//! `memory` is bounded: past [`MEMORY_CAPACITY`] bindings an arbitrary eighth is evicted
-//! (a lost binding is recovered from the client's state or `forwardedProps`, so eviction
-//! costs a lookup, never a conversation).
+//! Two kinds: [`memory`] (the default: per process, bounded, evicting) and [`redis`] (shared
+//! by replicas, survives restarts, entries expire after `binding_ttl_s` without use).
+//!
+//! The store is an optimisation of the resolution order in [`crate::bridge::context`], never
+//! a dependency of a run: a binding that is lost (evicted, expired, or the store down) costs
+//! one lookup, and the run falls back to the context the client carries in its state or
+//! `forwardedProps`, or starts a new conversation. So [`BindingStore::get`] and
+//! [`BindingStore::put`] cannot fail; failures are logged and counted
+//! ([`BindingStore::errors`], `agui_gateway_binding_store_errors_total`), and shown by
+//! `/readyz` through [`BindingStore::check`].
 
-use dashmap::DashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// Bindings kept by the memory store before eviction.
-pub(crate) const MEMORY_CAPACITY: usize = 100_000;
+use serde_json::{json, Value};
 
-/// A binding store.
-#[derive(Debug, Default)]
+use crate::redact::Shown;
+
+pub(crate) mod memory;
+pub(crate) mod redis;
+
+pub(crate) use self::memory::MemoryStore;
+pub(crate) use self::redis::{RedisStore, Unavailable};
+
+/// The owner of every binding while the gateway has no inbound auth (DESIGN §11: one
+/// anonymous caller).
+pub(crate) const ANONYMOUS: &str = "anonymous";
+
+/// A binding store: one of the kinds, and the count of its failures.
+#[derive(Debug)]
 pub(crate) struct BindingStore {
-    memory: DashMap<(String, String), String>,
+    kind: Kind,
+    /// Failed or skipped operations (`agui_gateway_binding_store_errors_total`).
+    errors: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Memory(MemoryStore),
+    Redis(RedisStore),
 }
 
 impl BindingStore {
     /// An empty in-memory store.
     pub(crate) fn memory() -> Self {
-        Self::default()
+        Self::of(Kind::Memory(MemoryStore::default()))
     }
 
-    /// The contextId bound to `thread_id` on `agent`.
-    pub(crate) async fn get(&self, agent: &str, thread_id: &str) -> Option<String> {
-        self.memory
-            .get(&(agent.to_owned(), thread_id.to_owned()))
-            .map(|v| v.clone())
+    /// A store on Redis.
+    pub(crate) fn redis(store: RedisStore) -> Self {
+        Self::of(Kind::Redis(store))
     }
 
-    /// Binds `thread_id` on `agent` to `context_id`.
-    pub(crate) async fn put(&self, agent: &str, thread_id: &str, context_id: &str) {
-        if self.memory.len() >= MEMORY_CAPACITY {
-            let victims: Vec<_> = self
-                .memory
-                .iter()
-                .take(MEMORY_CAPACITY / 8)
-                .map(|e| e.key().clone())
-                .collect();
-            for k in victims {
-                self.memory.remove(&k);
-            }
+    fn of(kind: Kind) -> Self {
+        Self {
+            kind,
+            errors: Arc::new(AtomicU64::new(0)),
         }
-        self.memory.insert(
-            (agent.to_owned(), thread_id.to_owned()),
-            context_id.to_owned(),
-        );
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    /// The contextId `owner` bound to `thread_id` on `agent`, if the store has it and
+    /// answers.
+    pub(crate) async fn get(&self, owner: &str, agent: &str, thread_id: &str) -> Option<String> {
+        match &self.kind {
+            Kind::Memory(m) => m.get(owner, agent, thread_id),
+            Kind::Redis(r) => match r.get(owner, agent, thread_id).await {
+                Ok(found) => found,
+                Err(e) => {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                    match e {
+                        // Logged once, when the store failed.
+                        Unavailable::Paused => {}
+                        Unavailable::Failed(reason) => {
+                            tracing::warn!(store = %r, %reason, "binding lookup failed; the run goes on without it")
+                        }
+                    }
+                    None
+                }
+            },
+        }
+    }
 
-    #[tokio::test]
-    async fn binds_per_agent_and_thread() {
-        let s = BindingStore::memory();
-        s.put("a", "t", "c1").await;
-        s.put("b", "t", "c2").await;
-        assert_eq!(s.get("a", "t").await.as_deref(), Some("c1"));
-        assert_eq!(s.get("b", "t").await.as_deref(), Some("c2"));
-        assert_eq!(s.get("a", "other").await, None);
+    /// Binds `owner`'s `thread_id` on `agent` to `context_id`. A store that fails loses the
+    /// binding (logged and counted), never the run.
+    pub(crate) async fn put(&self, owner: &str, agent: &str, thread_id: &str, context_id: &str) {
+        let stored = match &self.kind {
+            Kind::Memory(m) => {
+                m.put(owner, agent, thread_id, context_id);
+                Ok(())
+            }
+            Kind::Redis(r) => r
+                .put(owner, agent, thread_id, context_id)
+                .await
+                .map_err(|e| (r.to_string(), e)),
+        };
+        if let Err((store, reason)) = stored {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%store, agent, thread_id = %Shown(thread_id), %reason, "binding not stored; the client's state still carries the context");
+        }
+    }
+
+    /// The count of failed operations since start, live.
+    pub(crate) fn errors(&self) -> Arc<AtomicU64> {
+        self.errors.clone()
+    }
+
+    /// `memory` or `redis`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self.kind {
+            Kind::Memory(_) => "memory",
+            Kind::Redis(_) => "redis",
+        }
+    }
+
+    /// Readiness (`/readyz`): `Err` with a JSON description naming the store when it does
+    /// not answer.
+    pub(crate) async fn check(&self) -> Result<(), Value> {
+        match &self.kind {
+            Kind::Memory(_) => Ok(()),
+            Kind::Redis(r) => r
+                .ping()
+                .await
+                .map_err(|e| json!({"kind": self.kind(), "error": e.to_string()})),
+        }
     }
 }

@@ -23,6 +23,8 @@ use crate::a2a::model::ProtocolVersion;
 pub struct FileConfig {
     pub listen: Option<String>,
     pub binding_store: Option<String>,
+    /// Seconds a Redis binding lives after its last use (default 30 days).
+    pub binding_ttl_s: Option<u64>,
     /// Browser origins allowed to call the gateway (CORS); none by default.
     pub cors_origins: Vec<String>,
     pub agents: Vec<AgentConfig>,
@@ -176,8 +178,12 @@ pub struct TimeoutSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BindingStoreKind {
     Memory,
-    Redis(String),
+    /// `redis://HOST:PORT[/DB]`, checked but not connected to.
+    Redis(Url),
 }
+
+/// `binding_ttl_s` when not set: 30 days.
+pub const DEFAULT_BINDING_TTL_S: u64 = 30 * 24 * 3600;
 
 /// One validated upstream agent.
 #[derive(Debug, Clone)]
@@ -196,6 +202,8 @@ pub struct AgentSettings {
 pub struct Settings {
     pub listen: SocketAddr,
     pub binding_store: BindingStoreKind,
+    /// How long a Redis binding lives after its last use.
+    pub binding_ttl: Duration,
     /// Exact origins (`scheme://host[:port]`) allowed cross-origin access.
     pub cors_origins: Vec<reqwest::header::HeaderValue>,
     pub agents: Vec<AgentSettings>,
@@ -311,25 +319,24 @@ fn parse_store(raw: &str) -> Result<BindingStoreKind, ConfigError> {
     if raw == "memory" {
         return Ok(BindingStoreKind::Memory);
     }
-    if raw.starts_with("redis://") {
-        parse_url_any("binding_store", raw)?;
-        // Parsed so the key is checked, but refused until the Redis store ships: a config
-        // that cannot run must not pass --validate-only.
-        return Err(err(
-            "binding_store",
-            format!(
-                "{raw:?}: the redis binding store is not available in this version; use \"memory\""
-            ),
-        ));
+    let usage = "must be \"memory\" or redis://HOST:PORT[/DB]";
+    let Ok(url) = Url::parse(raw) else {
+        // Not echoed if it might hold a password.
+        let raw = if raw.contains('@') { "the value" } else { raw };
+        return Err(err("binding_store", format!("{raw:?} {usage}")));
+    };
+    // Shown without userinfo: a Redis password is used, never displayed.
+    let shown = crate::redact::url(&url);
+    let db = url.path().trim_start_matches('/');
+    let plain = url.scheme() == "redis"
+        && url.host_str().is_some_and(|h| !h.is_empty())
+        && (db.is_empty() || db.parse::<u32>().is_ok())
+        && url.query().is_none()
+        && url.fragment().is_none();
+    if !plain {
+        return Err(err("binding_store", format!("{shown:?} {usage}")));
     }
-    Err(err(
-        "binding_store",
-        format!("{raw:?} must be \"memory\" or redis://HOST:PORT[/DB]"),
-    ))
-}
-
-fn parse_url_any(key: &str, raw: &str) -> Result<Url, ConfigError> {
-    Url::parse(raw).map_err(|e| err(key, format!("{raw:?}: {e}")))
+    Ok(BindingStoreKind::Redis(url))
 }
 
 /// An exact browser origin: `http(s)://host[:port]`, no path.
@@ -375,6 +382,10 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             .as_deref()
             .unwrap_or("memory"),
     )?;
+    let binding_ttl_s = file.binding_ttl_s.unwrap_or(DEFAULT_BINDING_TTL_S);
+    if binding_ttl_s == 0 {
+        return Err(err("binding_ttl_s", "must be greater than 0"));
+    }
     let mut agents = Vec::new();
     for (i, a) in file.agents.iter().enumerate() {
         agents.push(agent_settings(i, a)?);
@@ -453,6 +464,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
     Ok(Settings {
         listen,
         binding_store,
+        binding_ttl: Duration::from_secs(binding_ttl_s),
         cors_origins,
         agents,
         limits: file.limits,
@@ -543,16 +555,64 @@ mod tests {
     }
 
     #[test]
-    fn unavailable_stores_are_refused_up_front() {
-        let file =
-            yaml("binding_store: redis://127.0.0.1:6379/0\nagents: [{name: a, url: 'http://x'}]")
-                .unwrap();
+    fn binding_stores_are_checked_without_connecting() {
+        let store = |raw: &str| {
+            let file = yaml(&format!(
+                "binding_store: '{raw}'\nagents: [{{name: a, url: 'http://x'}}]"
+            ))
+            .unwrap();
+            settings(file, Overrides::default())
+        };
+        // Nothing listens on these: validation does not connect.
+        for ok in [
+            "redis://127.0.0.1:1/0",
+            "redis://redis.internal:6379",
+            "redis://:secret@127.0.0.1:6379/3",
+        ] {
+            let s = store(ok).unwrap();
+            assert!(
+                matches!(s.binding_store, BindingStoreKind::Redis(_)),
+                "{ok}"
+            );
+            assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
+        }
         assert_eq!(
-            settings(file, Overrides::default()).unwrap_err().key,
-            "binding_store"
+            store("memory").unwrap().binding_store,
+            BindingStoreKind::Memory
         );
-        let file = yaml("binding_store: postgres\nagents: [{name: a, url: 'http://x'}]").unwrap();
-        assert!(settings(file, Overrides::default()).is_err());
+        for bad in [
+            "postgres",
+            "redis://",
+            "rediss://127.0.0.1:6379",
+            "redis://127.0.0.1:6379/x",
+            "redis://127.0.0.1:6379/0?timeout=1",
+            "http://127.0.0.1:6379",
+        ] {
+            assert_eq!(store(bad).unwrap_err().key, "binding_store", "{bad}");
+        }
+        let shown = store("redis://:secret@127.0.0.1:6379/x").unwrap_err();
+        assert!(!shown.message.contains("secret"), "{}", shown.message);
+        // The flag (and GATEWAY_BINDING_STORE) wins over the file.
+        let file = yaml("binding_store: memory\nagents: [{name: a, url: 'http://x'}]").unwrap();
+        let over = Overrides {
+            binding_store: Some("redis://127.0.0.1:6379/1".into()),
+            ..Default::default()
+        };
+        let s = settings(file, over).unwrap();
+        assert!(matches!(s.binding_store, BindingStoreKind::Redis(u) if u.path() == "/1"));
+    }
+
+    #[test]
+    fn binding_ttl_is_positive() {
+        let file = yaml("binding_ttl_s: 60\nagents: [{name: a, url: 'http://x'}]").unwrap();
+        let s = settings(file, Overrides::default()).unwrap();
+        assert_eq!(s.binding_ttl, Duration::from_secs(60));
+        let zero = yaml("binding_ttl_s: 0\nagents: [{name: a, url: 'http://x'}]").unwrap();
+        assert_eq!(
+            settings(zero, Overrides::default()).unwrap_err().key,
+            "binding_ttl_s"
+        );
+        assert!(yaml("binding_ttl_s: -1\nagents: []").is_err());
     }
 
     #[test]

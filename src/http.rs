@@ -99,12 +99,18 @@ async fn get_agent(
     Ok(Json(agent.detail()))
 }
 
+/// Ready when every agent's card was read and the binding store answers; otherwise 503
+/// naming what is not: `{"status": "not_ready", "agents": [...], "bindingStore": {...}}`.
 async fn readyz(State(s): State<AppState>) -> Response {
     let not_ready = s.registry.not_ready();
-    if not_ready.is_empty() {
+    let store = s.bindings.check().await;
+    if not_ready.is_empty() && store.is_ok() {
         Json(json!({"status": "ready"})).into_response()
     } else {
-        let body = json!({"status": "not_ready", "agents": not_ready});
+        let mut body = json!({"status": "not_ready", "agents": not_ready});
+        if let Err(store) = store {
+            body["bindingStore"] = store;
+        }
         (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
     }
 }

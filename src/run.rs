@@ -28,7 +28,7 @@ use crate::a2a::model::{OutgoingMessage, StreamEvent};
 use crate::a2a::rpc_code;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
-use crate::binding::BindingStore;
+use crate::binding::{BindingStore, ANONYMOUS};
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::StateLimits;
 use crate::bridge::{Projector, RunFrame};
@@ -216,6 +216,8 @@ struct Run {
     cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
     /// The contextId was written to the binding store.
     bound: bool,
+    /// What the binding store held for the thread (reading it renewed it).
+    stored_binding: Option<String>,
     /// The task `cancel_on_drop` is armed for.
     armed_task: Option<String>,
     /// The A2A messageId this run sent, to find its place in task history on recovery.
@@ -249,10 +251,16 @@ impl Run {
             stop: _,
         } = req;
         let mut candidates = plan.context_candidates();
-        candidates.binding = bindings.get(&agent.settings.name, &input.thread_id).await;
+        // The store only when no explicit id decides (DESIGN §4 order): a run that carries
+        // its context does not wait on it.
+        if candidates.forwarded_props.is_none() && candidates.client_state.is_none() {
+            let (agent, thread) = (&agent.settings.name, &input.thread_id);
+            candidates.binding = bindings.get(ANONYMOUS, agent, thread).await;
+        }
         if agent.settings.context_ids == ContextIds::Client {
             candidates.thread_id = Some(input.thread_id.clone());
         }
+        let stored_binding = candidates.binding.clone();
         let context_id = candidates.resolve().map(|(id, _)| id);
         plan.bind_context(context_id.as_deref());
         let frame = RunFrame {
@@ -285,6 +293,7 @@ impl Run {
             _permit: permit,
             cancel_on_drop,
             bound: false,
+            stored_binding,
             armed_task: None,
             sent_message_id: None,
         }
@@ -316,7 +325,12 @@ impl Run {
         if !self.bound {
             if let Some(context_id) = self.projector.context_id().map(str::to_owned) {
                 let agent = &self.agent.settings.name;
-                self.bindings.put(agent, &self.thread_id, &context_id).await;
+                let thread = &self.thread_id;
+                if self.stored_binding.as_deref() != Some(context_id.as_str()) {
+                    self.bindings
+                        .put(ANONYMOUS, agent, thread, &context_id)
+                        .await;
+                }
                 self.bound = true;
             }
         }

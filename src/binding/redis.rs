@@ -1,0 +1,270 @@
+//! `binding_store: redis://HOST:PORT[/DB]`: bindings shared by replicas, surviving restarts.
+//!
+//! One key per binding, [`key`]: `agui-a2a-gateway:binding:<owner>:<agent>:<threadId>`, each
+//! component with `%` written `%25` and `:` written `%3A`, so `:` only ever separates
+//! components and no two (owner, agent, threadId) triples share a key. The value is the
+//! contextId. Every key expires `binding_ttl_s` after its last use: `GETEX … EX` refreshes
+//! it on every read, `SET … EX` on every write (Redis 6.2 or later).
+//!
+//! An outage never fails a run. The client is the `redis` crate's `ConnectionManager`,
+//! created lazily (the gateway starts with Redis down) and reconnecting by itself. Every call
+//! is bounded by [`CALL_TIMEOUT`] — a dedicated constant, not `timeouts.upstream_call`: the
+//! lookup sits before `RUN_STARTED`, and a store that takes longer than this is better
+//! skipped. A failed call pauses the store for [`PAUSE_AFTER_FAILURE`]: meanwhile reads
+//! answer "no binding" and writes are dropped at once (each logged and counted), so runs
+//! during an outage do not each wait out the timeout; the readiness `PING` always goes to
+//! Redis and lifts the pause when it is answered.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::{Cmd, FromRedisValue};
+use tokio::time::Instant;
+
+/// Prefix of every key the gateway writes (DESIGN §4).
+pub(crate) const KEY_PREFIX: &str = "agui-a2a-gateway:binding:";
+/// Bound of one Redis call (`GETEX`, `SET`), connection included.
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// Bound of the readiness `PING` (short enough for a probe with a 1 s timeout).
+pub(crate) const PING_TIMEOUT: Duration = Duration::from_millis(500);
+/// After a failed call, reads and writes skip Redis for this long.
+pub(crate) const PAUSE_AFTER_FAILURE: Duration = Duration::from_secs(1);
+
+/// The Redis key of `owner`'s `thread_id` on `agent`.
+pub(crate) fn key(owner: &str, agent: &str, thread_id: &str) -> String {
+    let mut key =
+        String::with_capacity(KEY_PREFIX.len() + owner.len() + agent.len() + thread_id.len() + 2);
+    key.push_str(KEY_PREFIX);
+    escape_into(&mut key, owner);
+    key.push(':');
+    escape_into(&mut key, agent);
+    key.push(':');
+    escape_into(&mut key, thread_id);
+    key
+}
+
+fn escape_into(out: &mut String, component: &str) {
+    for c in component.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ':' => out.push_str("%3A"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Why a call did not reach an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unavailable {
+    /// Skipped: Redis failed a moment ago ([`PAUSE_AFTER_FAILURE`]).
+    #[error("skipped: the store failed less than a second ago")]
+    Paused,
+    /// The call failed or timed out.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The Redis binding store.
+#[derive(Debug)]
+pub(crate) struct RedisStore {
+    manager: ConnectionManager,
+    /// `binding_ttl_s`.
+    ttl_s: u64,
+    /// Operations skip Redis until then (set by a failure).
+    paused_until: Mutex<Option<Instant>>,
+    /// The URL without userinfo, for logs (not for `/readyz`, which anyone may read).
+    shown: String,
+}
+
+/// The store's URL without userinfo.
+impl std::fmt::Display for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl RedisStore {
+    /// A store on `url` (`redis://HOST:PORT[/DB]`) whose bindings live `ttl` after their last
+    /// use. Does not wait for Redis: the connection is made in the background, and again
+    /// whenever it is lost. Must be called within the tokio runtime.
+    pub(crate) fn new(url: &url::Url, ttl: Duration) -> Result<Self, String> {
+        let shown = crate::redact::url(url);
+        let client = ::redis::Client::open(url.as_str())
+            .map_err(|e| format!("{shown}: {}", crate::redact::url_in(&e.to_string(), url)))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CALL_TIMEOUT))
+            .set_response_timeout(Some(CALL_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(100))
+            .set_max_delay(PAUSE_AFTER_FAILURE);
+        let manager = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("{shown}: {e}"))?;
+        // Connect now rather than on the first run, and say whether it worked.
+        let probe = manager.clone();
+        let store = shown.clone();
+        tokio::spawn(async move {
+            let (mut conn, cmd) = (probe, ::redis::cmd("PING"));
+            let ping = cmd.query_async::<String>(&mut conn);
+            match tokio::time::timeout(CALL_TIMEOUT, ping).await {
+                Ok(Ok(_)) => tracing::info!(store = %store, "binding store connected"),
+                Ok(Err(e)) => {
+                    tracing::warn!(store = %store, error = %e, "binding store not reachable yet; runs go on without it")
+                }
+                Err(_) => {
+                    tracing::warn!(store = %store, "binding store not answering yet; runs go on without it")
+                }
+            }
+        });
+        Ok(Self {
+            manager,
+            ttl_s: ttl.as_secs().max(1),
+            paused_until: Mutex::new(None),
+            shown,
+        })
+    }
+
+    /// `GETEX key EX ttl`: the binding, its life renewed.
+    pub(crate) async fn get(
+        &self,
+        owner: &str,
+        agent: &str,
+        thread_id: &str,
+    ) -> Result<Option<String>, Unavailable> {
+        let mut cmd = ::redis::cmd("GETEX");
+        cmd.arg(key(owner, agent, thread_id))
+            .arg("EX")
+            .arg(self.ttl_s);
+        self.call(&cmd, CALL_TIMEOUT, true).await
+    }
+
+    /// `SET key contextId EX ttl`.
+    pub(crate) async fn put(
+        &self,
+        owner: &str,
+        agent: &str,
+        thread_id: &str,
+        context_id: &str,
+    ) -> Result<(), Unavailable> {
+        let mut cmd = ::redis::cmd("SET");
+        cmd.arg(key(owner, agent, thread_id))
+            .arg(context_id)
+            .arg("EX")
+            .arg(self.ttl_s);
+        self.call(&cmd, CALL_TIMEOUT, true).await
+    }
+
+    /// Readiness: Redis answers `PING` within [`PING_TIMEOUT`]. Ignores the pause, and
+    /// lifts it when answered.
+    pub(crate) async fn ping(&self) -> Result<(), Unavailable> {
+        self.call::<String>(&::redis::cmd("PING"), PING_TIMEOUT, false)
+            .await
+            .map(drop)
+    }
+
+    /// One bounded call; a failure pauses the store, a success lifts the pause.
+    async fn call<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        timeout: Duration,
+        respect_pause: bool,
+    ) -> Result<T, Unavailable> {
+        if respect_pause && self.is_paused() {
+            return Err(Unavailable::Paused);
+        }
+        let mut conn = self.manager.clone();
+        let result = match tokio::time::timeout(timeout, cmd.query_async::<T>(&mut conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Unavailable::Failed(e.to_string())),
+            Err(_) => Err(Unavailable::Failed(format!(
+                "no answer within {} ms",
+                timeout.as_millis()
+            ))),
+        };
+        self.record(result.is_ok());
+        result
+    }
+
+    fn is_paused(&self) -> bool {
+        let paused = self.paused_until.lock().map(|p| *p).unwrap_or(None);
+        paused.is_some_and(|until| Instant::now() < until)
+    }
+
+    fn record(&self, ok: bool) {
+        let Ok(mut paused) = self.paused_until.lock() else {
+            return;
+        };
+        if ok {
+            if paused.take().is_some() {
+                tracing::info!(store = %self.shown, "binding store answers again");
+            }
+        } else {
+            *paused = Some(Instant::now() + PAUSE_AFTER_FAILURE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The inverse of [`key`], to show it loses nothing.
+    fn parse(key: &str) -> Option<(String, String, String)> {
+        fn unescape(s: &str) -> String {
+            let mut out = String::new();
+            let mut rest = s;
+            while let Some(i) = rest.find('%') {
+                out.push_str(&rest[..i]);
+                let code = rest.get(i + 1..i + 3).expect("an escape has two digits");
+                out.push(match code {
+                    "25" => '%',
+                    "3A" => ':',
+                    other => panic!("unknown escape %{other}"),
+                });
+                rest = &rest[i + 3..];
+            }
+            out.push_str(rest);
+            out
+        }
+        let rest = key.strip_prefix(KEY_PREFIX)?;
+        let mut parts = rest.split(':');
+        let (o, a, t) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        Some((unescape(o), unescape(a), unescape(t)))
+    }
+
+    #[test]
+    fn keys_read_plainly() {
+        assert_eq!(
+            key("anonymous", "demo", "thread-1"),
+            "agui-a2a-gateway:binding:anonymous:demo:thread-1"
+        );
+        assert_eq!(
+            key("a:b", "x%3Ay", "t:"),
+            "agui-a2a-gateway:binding:a%3Ab:x%253Ay:t%3A"
+        );
+    }
+
+    #[test]
+    fn keys_do_not_collide() {
+        let ids = [
+            "", ":", "::", "a", "a:", ":a", "a:b", "%", "%3A", "%25", "%3a", "a%3Ab", "é:ü",
+        ];
+        let mut seen = std::collections::HashMap::new();
+        for o in ids {
+            for a in ids {
+                for t in ids {
+                    let k = key(o, a, t);
+                    // Three components, exactly: ':' only separates.
+                    assert_eq!(parse(&k), Some((o.into(), a.into(), t.into())), "{k}");
+                    if let Some(prev) = seen.insert(k.clone(), (o, a, t)) {
+                        panic!("{k} for both {prev:?} and {:?}", (o, a, t));
+                    }
+                }
+            }
+        }
+        assert_eq!(seen.len(), ids.len().pow(3));
+    }
+}
