@@ -6,6 +6,7 @@
 #![allow(unreachable_pub)]
 
 mod fake;
+mod redis;
 mod support;
 
 use std::time::Duration;
