@@ -489,6 +489,7 @@ mod tests {
         assert_eq!(s.agents[0].name, "ref");
         assert_eq!(s.agents[0].headers["authorization"], "Bearer secret");
         assert_eq!(s.limits.max_body_bytes, 8 * 1024 * 1024);
+        assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! - [`run`]: the one async module that owns a run: upstream calls, timeouts, limits,
 //!   recovery, and the terminal-event guarantee.
 //! - [`registry`]: configured agents, their cards, readiness.
-//! - [`binding`]: the threadId -> contextId binding store.
+//! - [`binding`]: the binding store (owner + agent + threadId -> contextId): memory or Redis.
 //! - [`error`]: the error vocabulary: request errors (HTTP) and run errors (`RUN_ERROR`).
 //! - [`http`]: thin axum handlers, the accept loop and the SSE body.
 //! - [`config`]: file + flags -> validated [`config::Settings`].
