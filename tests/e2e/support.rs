@@ -125,6 +125,42 @@ pub async fn drive(url: &str, thread_id: &str, steps: Value) -> Vec<Value> {
     drive_with(json!({"url": url, "threadId": thread_id, "steps": steps})).await
 }
 
+/// The protocol modes of the reference upstream: 1.0 + 0.3, 1.0 only, 0.3 only.
+pub const MODES: [&str; 3] = ["both", "1.0", "0.3"];
+
+/// For each upstream mode: a gateway with agent `ref` on that upstream, driven on thread
+/// `<thread>-<mode>` with `steps`. Returns `(mode, steps)` per mode, in [`MODES`] order.
+pub async fn drive_each_mode(thread: &str, steps: Value) -> Vec<(&'static str, Vec<Value>)> {
+    let mut out = Vec::new();
+    for mode in MODES {
+        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
+        let driven = drive(
+            &gw.agent_url("ref"),
+            &format!("{thread}-{mode}"),
+            steps.clone(),
+        )
+        .await;
+        out.push((mode, driven));
+    }
+    out
+}
+
+/// A minimal `RunAgentInput` body: one user message `text` on `thread_id`.
+pub fn run_input(thread_id: &str, text: &str) -> Value {
+    json!({"threadId": thread_id, "runId": format!("{thread_id}-run"),
+        "messages": [{"id": format!("{thread_id}-user"), "role": "user", "content": text}]})
+}
+
+/// The client's activity message (interrupts), if any.
+pub fn activity(step: &Value) -> &Value {
+    step["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "activity")
+        .expect("an activity message")
+}
+
 pub async fn drive_with(script: Value) -> Vec<Value> {
     let client = root().join("tests/client");
     require(&client.join("node_modules/@ag-ui/client"), "@ag-ui/client");
