@@ -3,6 +3,7 @@
 //! AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent). Peers are installed by `scripts/test`.
 
 mod fake;
+mod hostile;
 mod support;
 
 use std::time::Duration;
