@@ -2,6 +2,7 @@
 //! speaking 1.0+0.3, 1.0 only, 0.3 only, and the embedded demo agent), driven by the real
 //! AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent). Peers are installed by `scripts/test`.
 
+mod abuse;
 mod fake;
 mod hostile;
 mod support;

@@ -229,6 +229,11 @@ pub struct SseRun {
 }
 
 impl SseRun {
+    /// The body as JSON (for the errors answered before a stream starts).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.raw).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.raw))
+    }
+
     pub fn types(&self) -> Vec<&str> {
         self.events
             .iter()
@@ -327,6 +332,14 @@ pub fn assert_run_error(run: &SseRun, code: &str) -> Value {
     );
     assert_eq!(last["code"], code, "RUN_ERROR: {last}");
     last.clone()
+}
+
+/// The run was a `200` stream that finished successfully.
+pub fn assert_run_finished(run: &SseRun) {
+    assert_eq!(run.status, 200, "{}", tail(&run.raw, 600));
+    let last = run.events.last().expect("events");
+    assert_eq!(last["type"], "RUN_FINISHED", "{}", tail(&run.raw, 600));
+    assert_eq!(run.types().first(), Some(&"RUN_STARTED"));
 }
 
 /// The gateway (started with `--demo`) still serves a normal run, through the real client.
