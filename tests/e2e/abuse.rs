@@ -220,8 +220,10 @@ async fn a_client_that_stops_reading_is_cut_and_its_run_slot_freed() {
         "timeouts": {"client_write": client_write, "run": 60000, "idle": 60000},
     });
     let gw = demo_gateway(config).await;
-    // About 3 GB of output to a client with a tiny receive buffer that never reads it.
-    let body = run_input("never-reads", "bench 200000 16384").to_string();
+    // About 3 GB of output (at 1,000 events a second, so that the demo task, which a
+    // disconnect does not cancel, stays cheap for the rest of the suite) to a client with
+    // a tiny receive buffer that never reads it.
+    let body = run_input("never-reads", "bench 200000 16384 1000").to_string();
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stalled = socket
