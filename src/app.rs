@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::binding::BindingStore;
 use crate::config::{AgentSettings, BindingStoreKind, ContextIds, Settings};
+use crate::http::listener::{self, ConnectionLimits};
 use crate::http::{self, AppState};
 use crate::registry::Registry;
 
@@ -61,18 +62,19 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             )))
         }
     };
+    // DESIGN §9: redirects are never followed (a redirect could carry the configured
+    // upstream credentials to another origin); a 3xx is an error like any non-2xx.
     let http = reqwest::Client::builder()
         .connect_timeout(settings.timeouts.connect)
+        .redirect(reqwest::redirect::Policy::none())
         .tcp_nodelay(true)
         .pool_max_idle_per_host(64)
         .build()
         .map_err(BuildError::Http)?;
-    // A card is one small GET: the connect budget, and as long again to read it.
-    let card_timeout = settings.timeouts.connect * 2;
     let registry = Arc::new(Registry::new(
         settings.agents.clone(),
         http,
-        card_timeout,
+        settings.timeouts.upstream_call,
         settings.limits.max_event_bytes,
     ));
     registry.clone().spawn_refresher();
@@ -94,8 +96,8 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     })
 }
 
-/// Accepts with `TCP_NODELAY`: SSE frames are small, and Nagle's algorithm with delayed
-/// ACKs would hold each one back by up to ~40 ms.
+/// Accepts with `TCP_NODELAY` (for the demo agent's own server): SSE frames are small,
+/// and Nagle's algorithm with delayed ACKs would hold each one back by up to ~40 ms.
 pub fn nodelay(listener: TcpListener) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
     use axum::serve::ListenerExt;
     listener.tap_io(|tcp| {
@@ -113,28 +115,24 @@ impl App {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let drain = self.settings.timeouts.shutdown_drain;
-        let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
-        let server =
-            axum::serve(nodelay(listener), self.router).with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = signalled_tx.send(());
-            });
-        let mut server = tokio::spawn(async move { server.await });
-        let stop = self.stop;
-        tokio::select! {
-            r = &mut server => return r.unwrap_or(Ok(())),
-            _ = async {
-                let _ = signalled_rx.await;
-                tokio::time::sleep(drain).await;
-            } => {}
+        let timeouts = self.settings.timeouts;
+        let limits = ConnectionLimits {
+            max_connections: self.settings.limits.max_connections,
+            header_read: timeouts.header_read,
+            client_write: timeouts.client_write,
+        };
+        let closed = listener::serve(listener, self.router, limits, shutdown).await;
+        tokio::pin!(closed);
+        if tokio::time::timeout(timeouts.shutdown_drain, &mut closed)
+            .await
+            .is_ok()
+        {
+            return Ok(());
         }
         tracing::warn!("shutdown drain elapsed; ending the runs still open");
-        let _ = stop.send(true);
+        let _ = self.stop.send(true);
         // Their terminal events are on the way; give the connections a moment to close.
-        match tokio::time::timeout(std::time::Duration::from_secs(5), server).await {
-            Ok(r) => r.unwrap_or(Ok(())),
-            Err(_) => Ok(()),
-        }
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), closed).await;
+        Ok(())
     }
 }

@@ -81,34 +81,55 @@ pub enum ContextIds {
     Client,
 }
 
-/// `limits`.
+/// `limits` (DESIGN §2, §9). Every one is enforced; exceeding one is a clear error.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
+    /// A request body; 413 above.
     pub max_body_bytes: usize,
+    /// The client's `state`, serialized; 413 above.
+    pub max_state_bytes: usize,
+    /// threadId, runId, message ids and other ids of a request; 422 above.
+    pub max_id_bytes: usize,
+    /// One upstream event or unary response.
     pub max_event_bytes: usize,
     pub max_events_per_run: u64,
+    /// Text the upstream streams in one run (all messages and artifacts).
+    pub max_text_bytes_per_run: usize,
     pub max_artifact_bytes_per_run: usize,
+    /// JSON-pointer segments of any projected path or patch.
+    pub max_state_depth: usize,
     pub max_concurrent_runs: usize,
+    /// Open client connections; beyond it new connections are closed at once.
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 8 * 1024 * 1024,
+            max_state_bytes: 1024 * 1024,
+            max_id_bytes: 256,
             max_event_bytes: 4 * 1024 * 1024,
             max_events_per_run: 100_000,
+            max_text_bytes_per_run: 16 * 1024 * 1024,
             max_artifact_bytes_per_run: 64 * 1024 * 1024,
+            max_state_depth: 32,
             max_concurrent_runs: 1024,
+            max_connections: 4096,
         }
     }
 }
 
-/// `timeouts`, in milliseconds.
+/// `timeouts`, in milliseconds, as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timeouts {
     pub connect: u64,
+    pub header_read: u64,
+    pub body_read: u64,
+    pub client_write: u64,
+    pub upstream_call: u64,
     pub first_event: u64,
     pub idle: u64,
     pub run: u64,
@@ -119,6 +140,10 @@ impl Default for Timeouts {
     fn default() -> Self {
         Self {
             connect: 5_000,
+            header_read: 10_000,
+            body_read: 30_000,
+            client_write: 30_000,
+            upstream_call: 30_000,
             first_event: 60_000,
             idle: 300_000,
             run: 3_600_000,
@@ -130,7 +155,17 @@ impl Default for Timeouts {
 /// Runtime timeouts.
 #[derive(Debug, Clone, Copy)]
 pub struct TimeoutSettings {
+    /// Opening a connection to an upstream.
     pub connect: Duration,
+    /// A client's request head; also how long an idle keep-alive connection is kept.
+    pub header_read: Duration,
+    /// A client's request body.
+    pub body_read: Duration,
+    /// A client that accepts no bytes for this long is cut and its run ended.
+    pub client_write: Duration,
+    /// Every unary upstream call (card, GetTask, CancelTask, ListTasks) and the response
+    /// head of a streaming one.
+    pub upstream_call: Duration,
     pub first_event: Duration,
     pub idle: Duration,
     pub run: Duration,
@@ -376,9 +411,18 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
     let l = &file.limits;
     for (key, v) in [
         ("max_body_bytes", l.max_body_bytes as u64),
+        ("max_state_bytes", l.max_state_bytes as u64),
+        ("max_id_bytes", l.max_id_bytes as u64),
         ("max_event_bytes", l.max_event_bytes as u64),
         ("max_events_per_run", l.max_events_per_run),
+        ("max_text_bytes_per_run", l.max_text_bytes_per_run as u64),
+        (
+            "max_artifact_bytes_per_run",
+            l.max_artifact_bytes_per_run as u64,
+        ),
+        ("max_state_depth", l.max_state_depth as u64),
         ("max_concurrent_runs", l.max_concurrent_runs as u64),
+        ("max_connections", l.max_connections as u64),
     ] {
         if v == 0 {
             return Err(err(format!("limits.{key}"), "must be greater than 0"));
@@ -387,6 +431,10 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
     let t = &file.timeouts;
     let timeouts = TimeoutSettings {
         connect: ms("connect", t.connect)?,
+        header_read: ms("header_read", t.header_read)?,
+        body_read: ms("body_read", t.body_read)?,
+        client_write: ms("client_write", t.client_write)?,
+        upstream_call: ms("upstream_call", t.upstream_call)?,
         first_event: ms("first_event", t.first_event)?,
         idle: ms("idle", t.idle)?,
         run: ms("run", t.run)?,

@@ -24,8 +24,11 @@ use crate::agui::RunAgentInput;
 use crate::binding::BindingStore;
 use crate::bridge::request;
 use crate::config::{Limits, TimeoutSettings};
+use crate::redact::Shown;
 use crate::registry::Registry;
 use crate::run::{self, RunRequest};
+
+pub mod listener;
 
 /// Interval of SSE keep-alive comments on run streams.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -55,6 +58,10 @@ pub enum ApiError {
     Invalid { code: &'static str, message: String },
     #[error("request body exceeds limits.max_body_bytes ({0} bytes)")]
     TooLarge(usize),
+    #[error("state exceeds limits.max_state_bytes ({0} bytes)")]
+    StateTooLarge(usize),
+    #[error("the request body did not arrive within timeouts.body_read ({0} ms)")]
+    BodyTimeout(u128),
     #[error("expected Content-Type: application/json")]
     UnsupportedMediaType,
     #[error("the gateway is running limits.max_concurrent_runs ({0}) runs; retry later")]
@@ -68,6 +75,8 @@ impl ApiError {
             Self::Malformed(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
             Self::Invalid { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
             Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            Self::StateTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "state_too_large"),
+            Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
             Self::UnsupportedMediaType => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
@@ -170,15 +179,35 @@ fn body_error(e: &axum::Error, limit: usize) -> ApiError {
 }
 
 /// Parses a run body: a JSON syntax error is a 400, a JSON that is not a `RunAgentInput`
-/// a 422 naming the problem.
-pub fn parse_input(body: &[u8]) -> Result<RunAgentInput, ApiError> {
-    serde_json::from_slice(body).map_err(|e| match e.classify() {
+/// a 422 naming the problem, a `state` over `limits.max_state_bytes` a 413 (measured on
+/// the raw text before anything is built from it), an id over `limits.max_id_bytes` a 422.
+pub fn parse_input(body: &[u8], limits: &Limits) -> Result<RunAgentInput, ApiError> {
+    /// Only the state's extent: its text is skipped, not parsed into values.
+    #[derive(serde::Deserialize)]
+    struct StateExtent<'a> {
+        #[serde(borrow, default)]
+        state: Option<&'a serde_json::value::RawValue>,
+    }
+    let extent: StateExtent<'_> = serde_json::from_slice(body).map_err(json_error)?;
+    if extent
+        .state
+        .is_some_and(|s| s.get().len() > limits.max_state_bytes)
+    {
+        return Err(ApiError::StateTooLarge(limits.max_state_bytes));
+    }
+    let input: RunAgentInput = serde_json::from_slice(body).map_err(json_error)?;
+    request::check_ids(&input, limits.max_id_bytes)?;
+    Ok(input)
+}
+
+fn json_error(e: serde_json::Error) -> ApiError {
+    match e.classify() {
         serde_json::error::Category::Data => ApiError::Invalid {
             code: "invalid_run_input",
             message: format!("not a RunAgentInput: {e}"),
         },
         _ => ApiError::Malformed(format!("body is not valid JSON: {e}")),
-    })
+    }
 }
 
 /// `POST /agents/{name}`: an AG-UI run.
@@ -191,18 +220,22 @@ async fn run_agent(
     if !is_json(&req) {
         return Err(ApiError::UnsupportedMediaType);
     }
-    let limit = s.limits.max_body_bytes;
-    let body = axum::body::to_bytes(req.into_body(), limit)
-        .await
-        .map_err(|e| body_error(&e, limit))?;
-    let input = parse_input(&body)?;
-    let plan = request::plan(&input)?;
+    // The slot first: a body in memory is part of a run's cost (DESIGN §9).
     let permit = s
         .runs
         .clone()
         .try_acquire_owned()
         .map_err(|_| ApiError::Busy(s.limits.max_concurrent_runs))?;
-    tracing::info!(agent = %agent.settings.name, thread_id = %input.thread_id, run_id = %input.run_id, "run");
+    let limit = s.limits.max_body_bytes;
+    let read = axum::body::to_bytes(req.into_body(), limit);
+    let body = tokio::time::timeout(s.timeouts.body_read, read)
+        .await
+        .map_err(|_| ApiError::BodyTimeout(s.timeouts.body_read.as_millis()))?
+        .map_err(|e| body_error(&e, limit))?;
+    let input = parse_input(&body, &s.limits)?;
+    drop(body);
+    let plan = request::plan(&input)?;
+    tracing::info!(agent = %agent.settings.name, thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), "run");
     let events = run::start(RunRequest {
         agent,
         registry: s.registry.clone(),

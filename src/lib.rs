@@ -12,6 +12,7 @@
 //! - [`binding`]: the threadId -> contextId binding store.
 //! - [`http`]: thin axum handlers and the error format.
 //! - [`config`]: file + flags -> validated [`config::Settings`].
+//! - [`redact`]: what may be shown or logged (userinfo, foreign strings).
 //! - [`demo`]: the embedded demo A2A agent (`--demo`).
 //! - [`app`]: build the app from settings and serve it.
 
@@ -23,5 +24,6 @@ pub mod bridge;
 pub mod config;
 pub mod demo;
 pub mod http;
+pub mod redact;
 pub mod registry;
 pub mod run;

@@ -83,8 +83,8 @@ impl Agent {
 const MAX_CARD_BYTES: usize = 1024 * 1024;
 
 /// Reads a card body, refusing more than [`MAX_CARD_BYTES`].
-async fn read_card(resp: reqwest::Response) -> Result<AgentCard, String> {
-    let body = crate::a2a::client::read_limited(resp, MAX_CARD_BYTES)
+async fn read_card(resp: reqwest::Response, timeout: Duration) -> Result<AgentCard, String> {
+    let body = crate::a2a::client::read_limited(resp, MAX_CARD_BYTES, Some(timeout))
         .await
         .map_err(|e| e.to_string())?;
     serde_json::from_slice(&body).map_err(|e| format!("not an agent card: {e}"))
@@ -95,7 +95,7 @@ async fn read_card(resp: reqwest::Response) -> Result<AgentCard, String> {
 pub struct Registry {
     agents: BTreeMap<String, Arc<Agent>>,
     http: reqwest::Client,
-    card_timeout: Duration,
+    call_timeout: Duration,
     max_event_bytes: usize,
 }
 
@@ -104,7 +104,7 @@ impl Registry {
     pub fn new(
         agents: Vec<AgentSettings>,
         http: reqwest::Client,
-        card_timeout: Duration,
+        call_timeout: Duration,
         max_event_bytes: usize,
     ) -> Self {
         let agents = agents
@@ -121,7 +121,7 @@ impl Registry {
         Self {
             agents,
             http,
-            card_timeout,
+            call_timeout,
             max_event_bytes,
         }
     }
@@ -165,7 +165,7 @@ impl Registry {
                         || b.streaming != r.streaming
                 });
                 if changed {
-                    tracing::info!(agent = %agent.settings.name, endpoint = r.client.endpoint_url(),
+                    tracing::info!(agent = %agent.settings.name, endpoint = %r.client.endpoint_url(),
                         version = r.version().as_str(), streaming = r.streaming, "agent card read");
                 }
                 if let Ok(mut slot) = agent.resolved.write() {
@@ -188,27 +188,28 @@ impl Registry {
     async fn fetch(&self, s: &AgentSettings) -> Result<Arc<Resolved>, String> {
         let mut errors = Vec::new();
         for url in card::card_urls(&s.url) {
+            let shown = crate::redact::url(&url);
             let resp = self
                 .http
                 .get(url.clone())
                 .headers(s.headers.clone())
-                .timeout(self.card_timeout)
+                .timeout(self.call_timeout)
                 .send()
                 .await;
             let card: AgentCard = match resp {
-                Ok(r) if r.status().is_success() => match read_card(r).await {
+                Ok(r) if r.status().is_success() => match read_card(r, self.call_timeout).await {
                     Ok(c) => c,
                     Err(e) => {
-                        errors.push(format!("{url}: {e}"));
+                        errors.push(format!("{shown}: {e}"));
                         continue;
                     }
                 },
                 Ok(r) => {
-                    errors.push(format!("{url}: HTTP {}", r.status()));
+                    errors.push(format!("{shown}: HTTP {}", r.status()));
                     continue;
                 }
                 Err(e) => {
-                    errors.push(format!("{url}: {}", crate::a2a::client::describe(&e)));
+                    errors.push(format!("{shown}: {}", crate::a2a::client::describe(&e)));
                     continue;
                 }
             };
@@ -220,14 +221,19 @@ impl Registry {
                 s.url.clone()
             };
             let selection = card.select(s.protocol, &s.url, &fallback).ok_or_else(|| {
-                format!("{url}: the card offers no JSON-RPC interface of A2A 1.0 or 0.3")
+                format!("{shown}: the card offers no JSON-RPC interface of A2A 1.0 or 0.3")
             })?;
             let endpoint = Endpoint {
                 url: selection.url,
                 version: selection.version,
                 headers: s.headers.clone(),
             };
-            let client = Client::new(self.http.clone(), endpoint, self.max_event_bytes);
+            let client = Client::new(
+                self.http.clone(),
+                endpoint,
+                self.max_event_bytes,
+                self.call_timeout,
+            );
             let streaming = card.streaming();
             return Ok(Arc::new(Resolved {
                 card,

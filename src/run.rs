@@ -22,17 +22,21 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::a2a::client::{ClientError, EventStream};
 use crate::a2a::model::{StreamEvent, Task};
+use crate::a2a::rpc_code;
 use crate::agui::{Event, RunAgentInput};
 use crate::binding::BindingStore;
 use crate::bridge::request::{Action, Mode, Plan};
+use crate::bridge::state::StateLimits;
 use crate::bridge::{codes, history, Projector, RunFrame};
 use crate::config::{ContextIds, Limits, TimeoutSettings};
+use crate::redact::Shown;
 use crate::registry::{Agent, Registry, Resolved};
 
 /// Resubscribe attempts after the upstream stream drops.
 const RECOVERY_ATTEMPTS: u32 = 3;
-/// SSE chunks buffered between the run and its response body.
-const CHANNEL_CAPACITY: usize = 64;
+/// SSE chunks buffered between the run and its response body (each one upstream event's
+/// worth, so at most this many events are held for a slow client).
+const CHANNEL_CAPACITY: usize = 16;
 /// Ready chunks are merged into one write up to this size.
 const MAX_MERGED_CHUNK: usize = 64 * 1024;
 
@@ -61,6 +65,9 @@ struct Sink {
     tx: mpsc::Sender<Bytes>,
     started: Arc<AtomicBool>,
     ended: Arc<AtomicBool>,
+    /// `timeouts.client_write`: a client that takes nothing for this long is gone. (The
+    /// connection's own write timeout closes it; this ends the run even if it did not.)
+    client_write: Duration,
 }
 
 impl Sink {
@@ -78,10 +85,14 @@ impl Sink {
             }
             encode_sse(e, &mut chunk);
         }
-        self.tx
-            .send(Bytes::from(chunk))
-            .await
-            .map_err(|_| Disconnected)
+        match tokio::time::timeout(self.client_write, self.tx.send(Bytes::from(chunk))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Disconnected),
+            Err(_) => {
+                tracing::info!("the client read nothing within timeouts.client_write; run ended");
+                Err(Disconnected)
+            }
+        }
     }
 }
 
@@ -145,10 +156,16 @@ impl Drop for RunBody {
         tracing::info!("client disconnected before the run ended");
         let pending = self.cancel_on_drop.lock().ok().and_then(|mut c| c.take());
         if let Some(CancelOnDrop { client, task_id }) = pending {
+            // Bounded by `timeouts.upstream_call` like every unary call.
             tokio::spawn(async move {
+                let task = Shown(&task_id);
                 match client.cancel_task(&task_id).await {
-                    Ok(_) => tracing::info!(%task_id, "task cancelled after client disconnect"),
-                    Err(e) => tracing::warn!(%task_id, error = %e, "cancel on disconnect failed"),
+                    Ok(_) => {
+                        tracing::info!(task_id = %task, "task cancelled after client disconnect")
+                    }
+                    Err(e) => {
+                        tracing::warn!(task_id = %task, error = %e, "cancel on disconnect failed")
+                    }
                 }
             });
         }
@@ -162,6 +179,7 @@ pub fn start(req: RunRequest) -> RunBody {
         tx,
         started: Arc::default(),
         ended: Arc::default(),
+        client_write: req.timeouts.client_write,
     };
     let guard = sink.clone();
     let cancel_on_drop = Arc::new(Mutex::new(None));
@@ -170,7 +188,7 @@ pub fn start(req: RunRequest) -> RunBody {
     let producer = async move {
         let outcome = std::panic::AssertUnwindSafe(run).catch_unwind().await;
         if outcome.is_err() {
-            tracing::error!(%thread_id, %run_id, "run panicked");
+            tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
         }
         // Whatever happened, the client gets a terminal event.
         if !guard.ended.load(Ordering::Relaxed) {
@@ -244,6 +262,7 @@ struct Run {
 fn error_code(e: &ClientError) -> String {
     match e {
         ClientError::Unavailable(_) => codes::UPSTREAM_UNAVAILABLE.into(),
+        ClientError::Timeout(_) => codes::TIMEOUT.into(),
         ClientError::Rpc(rpc) => codes::rpc(rpc.code),
         ClientError::Invalid(_) | ClientError::Unsupported(..) => codes::UPSTREAM_INVALID.into(),
         ClientError::EventTooLarge { .. } => codes::LIMIT_EXCEEDED.into(),
@@ -251,8 +270,9 @@ fn error_code(e: &ClientError) -> String {
 }
 
 fn is_stale_task(e: &ClientError) -> bool {
-    // -32001 TaskNotFound, -32004 terminal task (A2A 1.0 §3.3.2, transcripts §2.33-2.34).
-    matches!(e, ClientError::Rpc(rpc) if rpc.code == -32001 || rpc.code == -32004)
+    // TaskNotFound, or a terminal task (A2A 1.0 §3.3.2, transcripts §2.33-2.34).
+    matches!(e, ClientError::Rpc(rpc)
+        if rpc.code == rpc_code::TASK_NOT_FOUND || rpc.code == rpc_code::UNSUPPORTED_OPERATION)
 }
 
 impl Run {
@@ -268,7 +288,7 @@ impl Run {
             agent,
             registry,
             bindings,
-            input,
+            mut input,
             mut plan,
             limits,
             timeouts,
@@ -293,10 +313,12 @@ impl Run {
             thread_id: input.thread_id.clone(),
             run_id: input.run_id.clone(),
             v1_client: input.is_v1_client(),
-            client_state: input.state.clone(),
+            client_state: input.state.take(),
             context_id: plan.context_id.clone(),
             task_id,
             max_artifact_bytes: limits.max_artifact_bytes_per_run,
+            max_text_bytes: limits.max_text_bytes_per_run,
+            state_limits: StateLimits::from_config(&limits),
             resolves: match plan.action {
                 Action::Refuse(_) => Vec::new(),
                 _ => plan.resolves.clone(),
@@ -523,7 +545,7 @@ impl Run {
             }
             match upstream.client.subscribe(&task_id).await {
                 Ok(mut stream) => {
-                    tracing::info!(%task_id, attempt, "resubscribed to the task");
+                    tracing::info!(task_id = %Shown(&task_id), attempt, "resubscribed to the task");
                     // The first frame is the task snapshot (A2A 1.0 §3.1.6): it fills the gap.
                     if let Ok(Some(Ok(StreamEvent::Task(task)))) =
                         tokio::time::timeout(self.timeouts.first_event, stream.next()).await
@@ -540,7 +562,7 @@ impl Run {
                     return self.pump(upstream, stream).await;
                 }
                 // The task finished while we were away: its snapshot tells how.
-                Err(ClientError::Rpc(rpc)) if rpc.code == -32004 => break,
+                Err(ClientError::Rpc(rpc)) if rpc.code == rpc_code::UNSUPPORTED_OPERATION => break,
                 Err(e @ ClientError::Rpc(_)) => return self.fail_with(&e).await,
                 Err(e) => last_error = e.to_string(),
             }

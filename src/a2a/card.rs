@@ -133,7 +133,7 @@ impl AgentCard {
             .ok()
             .filter(|u| same_origin(u, origin))
             .unwrap_or_else(|| {
-                tracing::warn!(card_url = raw_url, "agent card names an endpoint off the configured origin; using the configured URL");
+                tracing::warn!(card_url = %crate::redact::Shown(raw_url), "agent card names an endpoint off the configured origin; using the configured URL");
                 fallback.clone()
             });
         Some(Selection { url, version })

@@ -4,7 +4,13 @@
 //! plain JSON (a JSON-RPC error before the stream starts, or a single result), SSE may use
 //! CRLF and `:` comment frames, and errors inside a stream come as `event: error` frames (1.0)
 //! or plain `data:` frames (0.3). Every 1.0 call carries `A2A-Version: 1.0` (a2a-sdk treats a
-//! missing header as 0.3 and answers -32009). Timeouts between events are the caller's job.
+//! missing header as 0.3 and answers -32009).
+//!
+//! Hostile upstreams (DESIGN §9): every unary call and the response head of a subscription
+//! are bounded by `timeouts.upstream_call` (the first event of a new message stream is the
+//! caller's `first_event`; the time between events its `idle`); bodies are read with a size
+//! bound; an upstream's response body is never echoed (errors carry a status and a short
+//! reason of our own); URLs in messages lose their userinfo ([`crate::redact`]).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,11 +26,14 @@ use super::{parse_envelope, request_body, Operation, Reply};
 /// Why a call to the upstream did not give a usable answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
-    /// Connection refused, DNS, TLS, timeout, a non-2xx status, a cut body.
+    /// Connection refused, DNS, TLS, a non-2xx status (redirects included), a cut body.
     #[error("upstream unavailable: {0}")]
     Unavailable(String),
-    /// The upstream answered with a JSON-RPC error.
-    #[error("upstream error {}: {}", .0.code, .0.message)]
+    /// A unary call (or a stream's response head) took longer than `timeouts.upstream_call`.
+    #[error("no answer from the upstream within timeouts.upstream_call ({} ms)", .0.as_millis())]
+    Timeout(Duration),
+    /// The upstream answered with a JSON-RPC error (its message shown cut and escaped).
+    #[error("upstream error {}: {}", .0.code, crate::redact::Shown(&.0.message))]
     Rpc(RpcError),
     /// The upstream answered something that is not A2A.
     #[error("invalid upstream response: {0}")]
@@ -55,23 +64,31 @@ pub struct Client {
     http: reqwest::Client,
     endpoint: Endpoint,
     max_event_bytes: usize,
+    /// `timeouts.upstream_call`.
+    call_timeout: Duration,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Client {
     /// A client sharing the connection pool of `http`.
-    pub fn new(http: reqwest::Client, endpoint: Endpoint, max_event_bytes: usize) -> Self {
+    pub fn new(
+        http: reqwest::Client,
+        endpoint: Endpoint,
+        max_event_bytes: usize,
+        call_timeout: Duration,
+    ) -> Self {
         Self {
             http,
             endpoint,
             max_event_bytes,
+            call_timeout,
         }
     }
 
-    /// The JSON-RPC endpoint URL in use.
-    pub fn endpoint_url(&self) -> &str {
-        self.endpoint.url.as_str()
+    /// The JSON-RPC endpoint URL in use, without userinfo (for display).
+    pub fn endpoint_url(&self) -> String {
+        crate::redact::url(&self.endpoint.url)
     }
 
     /// The endpoint's protocol version.
@@ -89,13 +106,15 @@ impl Client {
             ))
     }
 
+    /// Posts one JSON-RPC call. `Call::Unary(t)` bounds the whole exchange by `t`;
+    /// `Call::Stream(Some(t))` bounds the response head only (events are the caller's).
     async fn post(
         &self,
         method: &str,
         params: serde_json::Value,
-        streaming: bool,
-        timeout: Option<Duration>,
+        call: Call,
     ) -> Result<reqwest::Response, ClientError> {
+        let streaming = matches!(call, Call::Stream(_));
         let body = request_body(NEXT_ID.fetch_add(1, Ordering::Relaxed), method, params);
         let mut req = self
             .http
@@ -114,37 +133,48 @@ impl Client {
         if self.endpoint.version == ProtocolVersion::V1 {
             req = req.header("A2A-Version", HeaderValue::from_static("1.0"));
         }
-        if let Some(t) = timeout {
-            req = req.timeout(t);
-        }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| ClientError::Unavailable(describe(&e)))?;
+        let head_timeout = match call {
+            Call::Unary(t) => {
+                req = req.timeout(t);
+                Some(t)
+            }
+            Call::Stream(t) => t,
+        };
+        let send = req.send();
+        let sent = match head_timeout {
+            Some(t) => tokio::time::timeout(t, send)
+                .await
+                .map_err(|_| ClientError::Timeout(t))?,
+            None => send.await,
+        };
+        let resp = sent.map_err(|e| failure(&e, head_timeout))?;
         if !resp.status().is_success() {
+            // The body is not read, let alone shown: a status and our own words only.
             return Err(ClientError::Unavailable(format!(
                 "HTTP {} from {}",
                 resp.status(),
-                self.endpoint.url
+                self.endpoint_url()
             )));
         }
         Ok(resp)
     }
 
-    /// A unary call: the result text of a JSON-RPC response.
+    /// A unary call bounded by `timeout` (default `timeouts.upstream_call`): the result
+    /// text of a JSON-RPC response.
     async fn call(
         &self,
         method: &str,
         params: serde_json::Value,
         timeout: Option<Duration>,
     ) -> Result<String, ClientError> {
-        let resp = self.post(method, params, false, timeout).await?;
-        let body = read_limited(resp, self.max_event_bytes).await?;
+        let timeout = timeout.unwrap_or(self.call_timeout);
+        let resp = self.post(method, params, Call::Unary(timeout)).await?;
+        let body = read_limited(resp, self.max_event_bytes, Some(timeout)).await?;
         let text = String::from_utf8_lossy(&body);
         match parse_envelope(&text) {
             Some(Reply::Result(r)) => Ok(r.to_owned()),
             Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
-            None => Err(ClientError::Invalid(truncate(&text))),
+            None => Err(not_jsonrpc(&text)),
         }
     }
 
@@ -156,13 +186,16 @@ impl Client {
     ) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Stream, "SendStreamingMessage")?;
         let params = self.endpoint.version.send_params(msg, history_length);
-        self.open_stream(method, params).await
+        // The head may come with the first event: the caller's `first_event` bounds both.
+        self.open_stream(method, params, None).await
     }
 
-    /// `SubscribeToTask` / `tasks/resubscribe`.
+    /// `SubscribeToTask` / `tasks/resubscribe`; the response head within
+    /// `timeouts.upstream_call`.
     pub async fn subscribe(&self, task_id: &str) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Subscribe, "SubscribeToTask")?;
-        self.open_stream(method, serde_json::json!({ "id": task_id }))
+        let params = serde_json::json!({ "id": task_id });
+        self.open_stream(method, params, Some(self.call_timeout))
             .await
     }
 
@@ -194,7 +227,7 @@ impl Client {
         self.endpoint
             .version
             .decode_task(&result)
-            .ok_or_else(|| ClientError::Invalid(truncate(&result)))
+            .ok_or_else(|| not_a("Task", &result))
     }
 
     /// `CancelTask` / `tasks/cancel`.
@@ -206,7 +239,7 @@ impl Client {
         self.endpoint
             .version
             .decode_task(&result)
-            .ok_or_else(|| ClientError::Invalid(truncate(&result)))
+            .ok_or_else(|| not_a("Task", &result))
     }
 
     /// `ListTasks` filtered by context (1.0 only; newest first).
@@ -219,16 +252,18 @@ impl Client {
         let method = self.method(Operation::ListTasks, "ListTasks")?;
         let params = ProtocolVersion::list_params(context_id, page_size, page_token);
         let result = self.call(method, params, None).await?;
-        ProtocolVersion::decode_task_page(&result)
-            .ok_or_else(|| ClientError::Invalid(truncate(&result)))
+        ProtocolVersion::decode_task_page(&result).ok_or_else(|| not_a("task page", &result))
     }
 
     async fn open_stream(
         &self,
         method: &str,
         params: serde_json::Value,
+        head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
-        let resp = self.post(method, params, true, None).await?;
+        let resp = self
+            .post(method, params, Call::Stream(head_timeout))
+            .await?;
         let version = self.endpoint.version;
         let is_sse = resp
             .headers()
@@ -238,7 +273,7 @@ impl Client {
         if !is_sse {
             // Errors detected before the first event come back as plain JSON (a2a-sdk 1.3.0,
             // transcripts §2.16, §3.11); a non-streaming server may also answer a single result.
-            let body = read_limited(resp, self.max_event_bytes).await?;
+            let body = read_limited(resp, self.max_event_bytes, None).await?;
             let text = String::from_utf8_lossy(&body);
             return match parse_envelope(&text) {
                 Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
@@ -246,7 +281,7 @@ impl Client {
                     let event = version.decode_event(r);
                     Ok(Box::pin(futures::stream::iter([Ok(event)])))
                 }
-                None => Err(ClientError::Invalid(truncate(&text))),
+                None => Err(not_jsonrpc(&text)),
             };
         }
         let frames = sse::frames(resp.bytes_stream(), self.max_event_bytes);
@@ -260,24 +295,31 @@ impl Client {
             Ok(frame) => match parse_envelope(&frame.data) {
                 Some(Reply::Result(r)) => Ok(version.decode_event(r)),
                 Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
-                None => Err(ClientError::Invalid(truncate(&frame.data))),
+                None => Err(not_jsonrpc(&frame.data)),
             },
         });
         Ok(Box::pin(events))
     }
 }
 
-/// Reads a whole response body, refusing more than `limit` bytes (never buffering past it).
+/// A transport error as a [`ClientError`]: reqwest's timeout of a call bounded by
+/// `timeout` is a [`ClientError::Timeout`].
+fn failure(e: &reqwest::Error, timeout: Option<Duration>) -> ClientError {
+    match timeout {
+        Some(t) if e.is_timeout() => ClientError::Timeout(t),
+        _ => ClientError::Unavailable(describe(e)),
+    }
+}
+
+/// Reads a whole response body, refusing more than `limit` bytes (never buffering past it);
+/// `timeout` is the bound the request was sent with, if any.
 pub async fn read_limited(
     mut resp: reqwest::Response,
     limit: usize,
+    timeout: Option<Duration>,
 ) -> Result<Vec<u8>, ClientError> {
     let mut body = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| ClientError::Unavailable(describe(&e)))?
-    {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| failure(&e, timeout))? {
         if body.len() + chunk.len() > limit {
             return Err(ClientError::EventTooLarge { limit });
         }
@@ -286,7 +328,17 @@ pub async fn read_limited(
     Ok(body)
 }
 
-/// A reqwest error with its causes ("connection refused" is in the source chain).
+/// How long a call may take.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    /// The whole exchange.
+    Unary(Duration),
+    /// The response head, if bounded; events are the caller's to time.
+    Stream(Option<Duration>),
+}
+
+/// A reqwest error with its causes ("connection refused" is in the source chain), its URL
+/// without userinfo.
 pub fn describe(e: &reqwest::Error) -> String {
     use std::error::Error;
     let mut msg = e.to_string();
@@ -296,17 +348,24 @@ pub fn describe(e: &reqwest::Error) -> String {
         msg.push_str(&s.to_string());
         source = s.source();
     }
-    msg
+    match e.url() {
+        Some(url) => crate::redact::url_in(&msg, url),
+        None => msg,
+    }
 }
 
-fn truncate(text: &str) -> String {
-    const MAX: usize = 200;
-    if text.len() <= MAX {
-        return text.to_owned();
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+/// An answer that is not JSON-RPC: described by its size, never echoed (DESIGN §3).
+fn not_jsonrpc(text: &str) -> ClientError {
+    ClientError::Invalid(format!(
+        "the upstream answered {} bytes that are not a JSON-RPC response",
+        text.len()
+    ))
+}
+
+/// A result that is not the expected A2A object: described, never echoed.
+fn not_a(what: &str, result: &str) -> ClientError {
+    ClientError::Invalid(format!(
+        "the upstream's result ({} bytes) is not a {what}",
+        result.len()
+    ))
 }

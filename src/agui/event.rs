@@ -52,7 +52,7 @@ pub enum Event {
     },
     /// RFC 6902 operations, each applying cleanly to the state before it.
     StateDelta {
-        delta: Vec<Value>,
+        delta: Vec<json_patch::PatchOperation>,
     },
     MessagesSnapshot {
         messages: Vec<Value>,
@@ -67,7 +67,7 @@ pub enum Event {
     ActivityDelta {
         message_id: String,
         activity_type: String,
-        patch: Vec<Value>,
+        patch: Vec<json_patch::PatchOperation>,
     },
     Raw {
         event: Value,

@@ -14,13 +14,14 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{json, Map, Value};
 
 use super::interrupt;
-use super::state::{add, escape, is_pointer, Shadow};
+use super::state::{self, add, layout, Op, Refusal, Shadow, StateLimits, Writer};
 use crate::a2a::model::{
     Artifact, ArtifactUpdate, Message, Part, PartContent, Role, StatusUpdate, StreamEvent, Task,
     TaskState, TaskStatus,
 };
 use crate::agui::event::ASSISTANT;
 use crate::agui::{Event, Interrupt, Outcome};
+use json_patch::jsonptr::PointerBuf;
 
 /// What the projector needs to know about the run before the first upstream event.
 #[derive(Debug, Clone, Default)]
@@ -29,12 +30,17 @@ pub struct RunFrame {
     pub run_id: String,
     /// The client declared AG-UI 1.0 (`protocolVersion: "1.0"`).
     pub v1_client: bool,
+    /// The client's state; moved into the shadow when the run starts.
     pub client_state: Option<Value>,
     /// Known before the run (resume, explicit ids, client context ids).
     pub context_id: Option<String>,
     pub task_id: Option<String>,
     /// `limits.max_artifact_bytes_per_run`.
     pub max_artifact_bytes: usize,
+    /// `limits.max_text_bytes_per_run`.
+    pub max_text_bytes: usize,
+    /// What the state document is held to.
+    pub state_limits: StateLimits,
     /// Interrupts this run answers: their activity moves to `stage: "resolved"`.
     pub resolves: Vec<String>,
 }
@@ -80,7 +86,7 @@ impl Streamed {
 
 #[derive(Debug)]
 struct ArtifactTrack {
-    pointer: String,
+    pointer: PointerBuf,
     text: String,
     message_id: String,
     message_open: bool,
@@ -105,6 +111,8 @@ pub struct Projector {
     artifacts: HashMap<String, ArtifactTrack>,
     surfaces: HashSet<String>,
     artifact_bytes: usize,
+    /// Text accepted from the upstream so far (`limits.max_text_bytes_per_run`).
+    text_bytes: usize,
     anonymous: usize,
 }
 
@@ -123,6 +131,7 @@ impl Projector {
             artifacts: HashMap::new(),
             surfaces: HashSet::new(),
             artifact_bytes: 0,
+            text_bytes: 0,
             anonymous: 0,
         }
     }
@@ -179,6 +188,7 @@ impl Projector {
             StreamEvent::ArtifactUpdate(update) => self.on_artifact_update(update, &mut out),
             StreamEvent::Unknown(raw) => out.push(raw_event(raw.clone())),
         }
+        end_at_terminal(&mut out);
         out
     }
 
@@ -215,6 +225,7 @@ impl Projector {
             }
         }
         self.on_task(task, &mut out);
+        end_at_terminal(&mut out);
         out
     }
 
@@ -256,19 +267,36 @@ impl Projector {
         out
     }
 
-    /// Emits a `STATE_DELTA` for `ops` after applying them to the shadow. Ops that would
-    /// not apply are dropped with a `RAW` note, never sent.
-    fn delta(&mut self, ops: Vec<Value>, out: &mut Vec<Event>) {
-        if ops.is_empty() {
+    /// Emits a `STATE_DELTA` for `ops` after checking and applying them on the shadow
+    /// (`state.rs`). Ops that would not apply are dropped with a `RAW` note, never sent;
+    /// ops over a limit end the run with `limit_exceeded`.
+    fn delta(&mut self, ops: Vec<Op>, writer: Writer, out: &mut Vec<Event>) {
+        if ops.is_empty() || self.finished {
             return;
         }
         let shadow = self.shadow.as_mut().expect("started before any delta");
-        match shadow.apply(&ops) {
+        match shadow.apply(&ops, writer) {
             Ok(()) => out.push(Event::StateDelta { delta: ops }),
-            Err(e) => out.push(raw_event(
-                json!({"gatewayNote": "state patch skipped", "reason": e, "patch": ops}),
+            Err(Refusal::Invalid(reason)) => out.push(raw_event(
+                json!({"gatewayNote": "state patch skipped", "reason": reason, "patch": ops}),
             )),
+            Err(Refusal::Limit(reason)) => out.extend(self.fail(codes::LIMIT_EXCEEDED, &reason)),
         }
+    }
+
+    /// Counts `n` more bytes of upstream text against `limits.max_text_bytes_per_run`;
+    /// `false` (and the run ended with `limit_exceeded`) past it.
+    fn charge_text(&mut self, n: usize, out: &mut Vec<Event>) -> bool {
+        self.text_bytes = self.text_bytes.saturating_add(n);
+        if self.text_bytes <= self.frame.max_text_bytes {
+            return true;
+        }
+        let msg = format!(
+            "the upstream sent more than limits.max_text_bytes_per_run ({} bytes) of text",
+            self.frame.max_text_bytes
+        );
+        out.extend(self.fail(codes::LIMIT_EXCEEDED, &msg));
+        false
     }
 
     fn ensure_started(&mut self, out: &mut Vec<Event>) {
@@ -288,8 +316,9 @@ impl Projector {
             metadata: (!a2a.is_empty()).then(|| json!({ "a2a": a2a })),
         });
         let shadow = Shadow::new(
-            self.frame.client_state.as_ref(),
+            self.frame.client_state.take(),
             self.frame.context_id.as_deref(),
+            self.frame.state_limits,
         );
         out.push(Event::StateSnapshot {
             snapshot: shadow.snapshot(),
@@ -301,7 +330,10 @@ impl Projector {
             out.push(Event::ActivityDelta {
                 message_id: id.clone(),
                 activity_type: interrupt::ACTIVITY_TYPE.into(),
-                patch: vec![json!({"op": "replace", "path": "/stage", "value": "resolved"})],
+                patch: vec![state::replace(
+                    PointerBuf::from_tokens(["stage"]),
+                    json!("resolved"),
+                )],
             });
         }
     }
@@ -350,7 +382,14 @@ impl Projector {
         if let Some(ts) = &status.timestamp {
             task.insert("updatedAt".into(), json!(ts));
         }
-        self.delta(vec![add("/a2a/task", Value::Object(task))], out);
+        self.delta(
+            vec![add(layout::task(), Value::Object(task))],
+            Writer::Gateway,
+            out,
+        );
+        if self.finished {
+            return;
+        }
         let message = status_text.filter(|t| !t.is_empty());
         match state {
             TaskState::Completed => self.finish_success(out),
@@ -413,6 +452,9 @@ impl Projector {
                 Some(suffix) => suffix.to_owned(),
                 None => text.to_owned(),
             };
+            if !self.charge_text(delta.len(), out) {
+                return;
+            }
             self.open_text.push_str(&delta);
             if !delta.is_empty() {
                 out.push(Event::TextMessageContent {
@@ -433,6 +475,9 @@ impl Projector {
                 format!("{id}~{n}")
             }
         };
+        if !self.charge_text(text.len(), out) {
+            return;
+        }
         if let Some(prev) = self.open_message.take() {
             let prev_text = std::mem::take(&mut self.open_text);
             self.messages
@@ -486,30 +531,37 @@ impl Projector {
         match data.get("type").and_then(Value::as_str) {
             // DESIGN §8: an agent may update the app's shared state.
             Some("agui-state-snapshot") => {
-                if let (Some(snapshot), Some(shadow)) = (data.get("snapshot"), &mut self.shadow) {
-                    shadow.replace_app_state(snapshot);
-                    out.push(Event::StateSnapshot {
+                let (Some(snapshot), Some(shadow)) = (data.get("snapshot"), &mut self.shadow)
+                else {
+                    return;
+                };
+                match shadow.replace_app_state(snapshot.clone()) {
+                    Ok(()) => out.push(Event::StateSnapshot {
                         snapshot: shadow.snapshot(),
-                    });
+                    }),
+                    Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) => {
+                        out.extend(self.fail(codes::LIMIT_EXCEEDED, &reason))
+                    }
                 }
             }
             Some("agui-state-delta") => {
-                let ops = data
-                    .get("patch")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                // The gateway's own subtrees are not the agent's to edit.
-                let (own, foreign): (Vec<Value>, Vec<Value>) = ops.into_iter().partition(|op| {
-                    let path = op.get("path").and_then(Value::as_str).unwrap_or("");
-                    path == "/a2a" || path.starts_with("/a2a/")
+                let patch = data.get("patch").cloned().unwrap_or(Value::Null);
+                let Ok(ops) = serde_json::from_value::<Vec<Op>>(patch) else {
+                    out.push(raw_event(json!({"gatewayNote": "state patch skipped",
+                        "reason": "not an RFC 6902 patch", "part": part_json(part)})));
+                    return;
+                };
+                // The gateway's own subtree is not the agent's to edit (nor to move away).
+                let (own, foreign): (Vec<Op>, Vec<Op>) = ops.into_iter().partition(|op| {
+                    layout::is_gateway_owned(op.path())
+                        || matches!(op, json_patch::PatchOperation::Move(m) if layout::is_gateway_owned(&m.from))
                 });
                 if !own.is_empty() {
                     out.push(raw_event(
                         json!({"gatewayNote": "patch of /a2a ignored", "patch": own}),
                     ));
                 }
-                self.delta(foreign, out);
+                self.delta(foreign, Writer::Agent, out);
             }
             // Its schema is surfaced on the interrupt; nothing to stream.
             Some("a2a.input.request") => {}
@@ -537,7 +589,10 @@ impl Projector {
             out.push(Event::ActivityDelta {
                 message_id: surface,
                 activity_type: KIND.into(),
-                patch: vec![add("/operations/-", op.clone())],
+                patch: vec![add(
+                    PointerBuf::from_tokens(["operations", "-"]),
+                    op.clone(),
+                )],
             });
         }
     }
@@ -585,17 +640,25 @@ impl Projector {
         let mut chunk_delta = chunk_text.clone();
         if append && known {
             let track = &self.artifacts[&key];
+            let append_at = layout::artifact_part_append(&track.pointer);
             for part in &artifact.parts {
-                ops.push(add(format!("{}/parts/-", track.pointer), part_json(part)));
+                ops.push(add(append_at.clone(), part_json(part)));
             }
         } else {
             let pointer = artifact_pointer(&key, artifact.metadata.as_ref());
-            let obj = artifact_state(&key, task_id, artifact, &chunk_text, last_chunk);
             let shadow = self.shadow.as_ref().expect("started");
+            // DESIGN §6: never deeper than max_state_depth; checked before any parent is made.
+            if let Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) =
+                shadow.check_depth(&pointer)
+            {
+                out.extend(self.fail(codes::LIMIT_EXCEEDED, &reason));
+                return;
+            }
             let Some(parents) = shadow.parents_of(&pointer) else {
-                out.push(raw_event(json!({"gatewayNote": "artifact path blocked by a non-object", "path": pointer})));
+                out.push(raw_event(json!({"gatewayNote": "artifact path blocked by a non-object", "path": pointer.as_str()})));
                 return;
             };
+            let obj = artifact_state(&key, task_id, artifact, &chunk_text, last_chunk);
             ops.extend(parents);
             ops.push(add(pointer.clone(), obj));
             let message_id = format!("{task_id}:{key}");
@@ -615,15 +678,22 @@ impl Projector {
                 _ => chunk_text.clone(),
             };
         }
+        if !self.charge_text(chunk_delta.len(), out) {
+            return;
+        }
         let track = self.artifacts.get_mut(&key).expect("tracked above");
         if append && known {
             track.text.push_str(&chunk_text);
         }
         if last_chunk && append && known {
-            ops.push(add(format!("{}/complete", track.pointer), json!(true)));
-            ops.push(add(format!("{}/text", track.pointer), json!(track.text)));
+            let at = |field| layout::artifact_field(&track.pointer, field);
+            ops.push(add(at("complete"), json!(true)));
+            ops.push(add(at("text"), json!(track.text)));
         }
-        self.delta(ops, out);
+        self.delta(ops, Writer::Gateway, out);
+        if self.finished {
+            return;
+        }
         self.stream_artifact_text(&key, chunk_delta, last_chunk, out);
     }
 
@@ -671,6 +741,9 @@ impl Projector {
     /// 1.0 clients only: older ones read an absent outcome as success and reject
     /// `cancelled` (agui.md §2.1, §10).
     fn finish(&mut self, outcome: Outcome, out: &mut Vec<Event>) {
+        if self.finished {
+            return;
+        }
         self.close_messages(out);
         self.finished = true;
         out.push(Event::RunFinished {
@@ -683,15 +756,19 @@ impl Projector {
     /// DESIGN §7: close messages, flush state (`/a2a/pendingInterrupts/<id>`), announce the
     /// activity, then `RUN_FINISHED` with the interrupt outcome.
     fn finish_interrupted(&mut self, pending: interrupt::Pending, out: &mut Vec<Event>) {
+        if self.finished {
+            return;
+        }
         self.close_messages(out);
         let entry = pending.state_entry();
         self.delta(
-            vec![add(
-                format!("/a2a/pendingInterrupts/{}", escape(&pending.id)),
-                entry,
-            )],
+            vec![add(layout::pending_interrupt(&pending.id), entry)],
+            Writer::Gateway,
             out,
         );
+        if self.finished {
+            return;
+        }
         out.push(Event::ActivitySnapshot {
             message_id: pending.id.clone(),
             activity_type: interrupt::ACTIVITY_TYPE.into(),
@@ -759,13 +836,22 @@ fn artifact_state(
     Value::Object(obj)
 }
 
-fn artifact_pointer(key: &str, metadata: Option<&Value>) -> String {
+/// Where an artifact lives: its `metadata.path` if that is a pointer outside `/a2a`,
+/// else `/view/artifacts/<id>` (DESIGN §6).
+fn artifact_pointer(key: &str, metadata: Option<&Value>) -> PointerBuf {
     metadata
         .and_then(|m| m.get("path"))
         .and_then(Value::as_str)
-        .filter(|p| is_pointer(p) && *p != "/a2a" && !p.starts_with("/a2a/"))
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("/view/artifacts/{}", escape(key)))
+        .and_then(state::parse_pointer)
+        .filter(|p| !layout::is_gateway_owned(p))
+        .unwrap_or_else(|| layout::artifact(key))
+}
+
+/// Drops anything after the first terminal event (the run's last event, DESIGN §6).
+fn end_at_terminal(out: &mut Vec<Event>) {
+    if let Some(i) = out.iter().position(Event::is_terminal) {
+        out.truncate(i + 1);
+    }
 }
 
 /// A part as it appears in projected state (`docs/mapping.md`).

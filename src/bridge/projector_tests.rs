@@ -69,6 +69,8 @@ fn frame(v1_client: bool) -> RunFrame {
         context_id: None,
         task_id: None,
         max_artifact_bytes: 1 << 20,
+        max_text_bytes: 1 << 20,
+        state_limits: crate::bridge::state::StateLimits::default(),
         resolves: Vec::new(),
     }
 }
@@ -654,4 +656,93 @@ fn recovery_replays_missed_history_once_then_follows_the_subscription() {
         "the user's own message is not replayed, no tick twice"
     );
     assert_eq!(terminal(&events)["outcome"]["type"], "success");
+}
+
+/// Projects 1.0 stream results built in the test (hostile shapes too large to record).
+fn project_results(results: &[Value], frame: RunFrame) -> Vec<Value> {
+    let mut p = Projector::new(frame);
+    let mut out = p.start();
+    for r in results {
+        out.extend(p.apply(&ProtocolVersion::V1.decode_event(&r.to_string())));
+        if p.is_finished() {
+            break;
+        }
+    }
+    if let Some(events) = p.end_of_stream() {
+        out.extend(events);
+    }
+    checked(&out)
+}
+
+fn working_task() -> Value {
+    json!({"task": {"id": "T", "contextId": "C", "status": {"state": "TASK_STATE_WORKING"}}})
+}
+
+fn agent_update(message_id: &str, parts: Value) -> Value {
+    json!({"statusUpdate": {"taskId": "T", "contextId": "C", "status": {"state": "TASK_STATE_WORKING",
+        "message": {"messageId": message_id, "role": "ROLE_AGENT", "parts": parts}}}})
+}
+
+#[test]
+fn a_deep_artifact_path_ends_the_run_instead_of_building_it() {
+    for segments in [33, 20_000] {
+        let path = "/a".repeat(segments);
+        let artifact = json!({"artifactUpdate": {"taskId": "T", "contextId": "C",
+            "artifact": {"artifactId": "x", "parts": [{"text": "hi"}], "metadata": {"path": path}}}});
+        let events = project_results(&[working_task(), artifact], frame(true));
+        assert_eq!(terminal(&events)["code"], "limit_exceeded", "{segments}");
+        assert!(
+            !types(&events).contains(&"STATE_DELTA") || events.len() < 10,
+            "no parents were made"
+        );
+    }
+}
+
+#[test]
+fn a_copy_bomb_from_the_agent_ends_the_run() {
+    let bomb: Vec<Value> = (0..22)
+        .map(|i| json!({"op": "copy", "from": "", "path": format!("/k{i}")}))
+        .collect();
+    let part = json!([{"data": {"type": "agui-state-delta", "patch": bomb}}]);
+    let events = project_results(&[working_task(), agent_update("m", part)], frame(true));
+    assert_eq!(terminal(&events)["code"], "limit_exceeded");
+    assert!(
+        final_state(&events).get("k0").is_none(),
+        "nothing was copied"
+    );
+}
+
+#[test]
+fn endless_text_under_one_message_id_ends_the_run() {
+    let mut results = vec![working_task()];
+    for i in 0..64u8 {
+        let chunk = char::from(b'a' + i % 26).to_string().repeat(64 * 1024);
+        results.push(agent_update("same", json!([{ "text": chunk }])));
+    }
+    let events = project_results(&results, frame(true));
+    assert_eq!(terminal(&events)["code"], "limit_exceeded");
+    let streamed: usize = texts(&events).iter().map(|(_, t)| t.len()).sum();
+    assert!(
+        streamed <= 1 << 20,
+        "at most max_text_bytes reached the client"
+    );
+}
+
+#[test]
+fn cumulative_re_sends_count_only_their_new_text() {
+    // a2a-js re-sends one messageId with the whole text so far: 200 sends of a growing
+    // 10 KiB reply are 2 MB on the wire but 10 KiB of text.
+    let mut results = vec![working_task()];
+    let mut text = String::new();
+    for _ in 0..200 {
+        text.push_str(&"x".repeat(50));
+        results.push(agent_update("m", json!([{ "text": text }])));
+    }
+    results.push(json!({"statusUpdate": {"taskId": "T", "contextId": "C",
+        "status": {"state": "TASK_STATE_COMPLETED"}}}));
+    let mut f = frame(true);
+    f.max_text_bytes = 20_000;
+    let events = project_results(&results, f);
+    assert!(types(&events).contains(&"TEXT_MESSAGE_CONTENT"));
+    assert_eq!(terminal(&events)["type"], "RUN_FINISHED");
 }

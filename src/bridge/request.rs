@@ -5,9 +5,10 @@
 //! message's AG-UI id becomes its A2A messageId (DESIGN §4), so history rebuilt from A2A
 //! carries the ids the client already holds. threadId and runId are never sent.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::interrupt;
+use super::state::ClientView;
 use crate::a2a::model::{OutgoingMessage, Part, PartContent};
 use crate::agui::input::{Message, ResumeEntry, ResumeStatus};
 use crate::agui::RunAgentInput;
@@ -133,23 +134,52 @@ impl RunOptions {
 }
 
 /// `state.a2a`, as the gateway projected it on an earlier run.
-fn state_a2a(input: &RunAgentInput) -> Option<&Map<String, Value>> {
-    input.state.as_ref()?.get("a2a")?.as_object()
-}
-
-/// The waiting task recorded in the client's state, if its last known state is interrupted.
-fn waiting_task(input: &RunAgentInput) -> Option<String> {
-    let task = state_a2a(input)?.get("task")?;
-    let state = task.get("state")?.as_str()?;
-    matches!(state, "input-required" | "auth-required")
-        .then(|| task.get("id")?.as_str().map(str::to_owned))
-        .flatten()
+fn client_view(input: &RunAgentInput) -> ClientView<'_> {
+    ClientView::of(input.state.as_ref())
 }
 
 /// Interrupt ids the client's state says are open.
 fn pending_ids(input: &RunAgentInput) -> Option<Vec<String>> {
-    let pending = state_a2a(input)?.get("pendingInterrupts")?.as_object()?;
-    Some(pending.keys().cloned().collect())
+    let ids = client_view(input).pending_interrupts()?;
+    Some(ids.into_iter().map(str::to_owned).collect())
+}
+
+/// Every id of the request within `limits.max_id_bytes` (DESIGN §9): threadId, runId,
+/// message ids, resumed interrupt ids, explicit A2A ids.
+pub fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), InvalidInput> {
+    let props = input.a2a_props();
+    let prop = |key: &'static str| props.and_then(|p| p.get(key)?.as_str()).map(|v| (key, v));
+    let fields = [
+        ("threadId", input.thread_id.as_str()),
+        ("runId", input.run_id.as_str()),
+    ]
+    .into_iter()
+    .chain(
+        input
+            .messages
+            .iter()
+            .map(|m| ("messages[].id", m.id.as_str())),
+    )
+    .chain(
+        input
+            .resume
+            .iter()
+            .map(|r| ("resume[].interruptId", r.interrupt_id.as_str())),
+    )
+    .chain(prop("contextId"))
+    .chain(prop("taskId"));
+    for (field, id) in fields {
+        if id.len() > max {
+            return Err(invalid(
+                "id_too_long",
+                format!(
+                    "{field} is {} bytes; limits.max_id_bytes is {max}",
+                    id.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The latest user message of the transcript.
@@ -212,18 +242,16 @@ fn content_part(item: &Value) -> Option<Part> {
 /// Builds the run's plan. `Err` is a request problem (422 before the stream).
 pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
     let options = RunOptions::parse(input)?;
-    let context_id = options.context_id.clone().or_else(|| {
-        state_a2a(input)
-            .and_then(|a| a.get("contextId"))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    });
+    let context_id = options
+        .context_id
+        .clone()
+        .or_else(|| client_view(input).context_id().map(str::to_owned));
     let user = latest_user_message(input);
     if options.subscribe_only {
         let task_id = options
             .task_id
             .clone()
-            .or_else(|| state_task_id(input))
+            .or_else(|| client_view(input).task_id().map(str::to_owned))
             .ok_or_else(|| {
                 invalid(
                     "no_task",
@@ -247,7 +275,10 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
         })?;
         // A client without resume support answers a waiting task with a plain message
         // (DESIGN §7, last rule).
-        let from_state = waiting_task(input).filter(|_| options.task_id.is_none());
+        let from_state = client_view(input)
+            .waiting_task_id()
+            .map(str::to_owned)
+            .filter(|_| options.task_id.is_none());
         let task_from_state = from_state.is_some();
         let task_id = options.task_id.clone().or(from_state);
         let resolves = if task_id.is_some() {
@@ -287,14 +318,6 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
         resolves,
         task_from_state: false,
     })
-}
-
-fn state_task_id(input: &RunAgentInput) -> Option<String> {
-    state_a2a(input)?
-        .get("task")?
-        .get("id")?
-        .as_str()
-        .map(str::to_owned)
 }
 
 /// Why a resume cannot be carried out (a `RUN_ERROR`, DESIGN §7).

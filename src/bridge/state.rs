@@ -1,67 +1,288 @@
-//! The shadow of the client's state document for one run.
+//! The state document of a run: its layout, its patch operations, and the shadow that
+//! checks and applies them. The one home of every state path the gateway owns and of the
+//! rules that keep the document safe (DESIGN §6, §9; `docs/mapping.md`).
 //!
-//! Every `STATE_DELTA` the projector emits is first applied here with the `json-patch` crate,
-//! so a delta that would not apply on the client is never sent (a failed patch is only a
-//! console warning in `@ag-ui/client` 1.0.0 and the state silently diverges). Deltas are
-//! targeted (`add` one member, append one part), so the cost per upstream event is
-//! proportional to that event, not to the document.
+//! Layout:
+//! - `/a2a` is the gateway's: `/a2a/contextId`, `/a2a/task` (`{id, state, message,
+//!   updatedAt}`), `/a2a/pendingInterrupts/<interruptId>`. Agents' patches never write
+//!   there; the client sends it back and the gateway reads it ([`ClientView`]).
+//! - `/view/artifacts/<artifactId>`: artifacts (or the pointer in an artifact's
+//!   `metadata.path`, never under `/a2a`).
+//! - Everything else belongs to the app.
+//!
+//! Operations are RFC 6902 operations, typed ([`Op`] is `json_patch::PatchOperation`,
+//! pointers are `jsonptr` pointers, so escaping has one implementation).
+//!
+//! Safety, by construction: every patch is checked before it is applied, against the
+//! document as it is, and refused whole if one operation would
+//! - use a pointer of more than `limits.max_state_depth` segments,
+//! - `copy` from the root or from an ancestor of its target (or `move` into itself),
+//! - nest the document deeper than the pointer depth plus [`MAX_VALUE_NESTING`],
+//! - grow the document past its byte budget (or, for an agent's patch, grow the agent's
+//!   share past `limits.max_state_bytes`); the size of a `copy` is measured on its source.
+//!
+//! A refused patch is never applied, so the document stays what the client holds; the
+//! projector turns a [`Refusal::Limit`] into `RUN_ERROR limit_exceeded` and an
+//! [`Refusal::Invalid`] patch into a `RAW` note. Sizes and depths are measured without
+//! recursion, and the document is dismantled without recursion when dropped.
 
+use json_patch::jsonptr::{Pointer, PointerBuf};
+use json_patch::{AddOperation, PatchOperation};
 use serde_json::{json, Map, Value};
 
-/// Escapes one JSON-pointer segment (RFC 6901 §4: `~` -> `~0`, `/` -> `~1`).
-pub fn escape(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
-}
+use crate::a2a::model::TaskState;
 
-/// Whether `pointer` is a syntactically valid, non-root JSON pointer.
-pub fn is_pointer(pointer: &str) -> bool {
-    pointer.starts_with('/') && {
-        let mut chars = pointer.chars();
-        let mut ok = true;
-        while let Some(c) = chars.next() {
-            if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
-                ok = false;
-                break;
-            }
-        }
-        ok
+/// One RFC 6902 operation.
+pub type Op = PatchOperation;
+
+/// How deep a value may nest below its pointer: serde_json refuses to parse anything deeper
+/// (its recursion limit), so no value from a client or an upstream is deeper.
+pub const MAX_VALUE_NESTING: usize = 128;
+
+/// The pointers the gateway owns. Nothing else spells them.
+pub mod layout {
+    use json_patch::jsonptr::{Pointer, PointerBuf};
+
+    /// The gateway's subtree.
+    pub const A2A: &str = "a2a";
+    /// `/a2a/contextId`.
+    pub const CONTEXT_ID: &str = "contextId";
+    /// `/a2a/task`.
+    pub const TASK: &str = "task";
+    /// `/a2a/pendingInterrupts`.
+    pub const PENDING_INTERRUPTS: &str = "pendingInterrupts";
+    /// `/view`, whose `artifacts` member is the gateway's.
+    pub const VIEW: &str = "view";
+    /// `/view/artifacts`.
+    pub const ARTIFACTS: &str = "artifacts";
+
+    /// `/a2a/task`.
+    pub fn task() -> PointerBuf {
+        PointerBuf::from_tokens([A2A, TASK])
+    }
+
+    /// `/a2a/pendingInterrupts/<id>`.
+    pub fn pending_interrupt(id: &str) -> PointerBuf {
+        PointerBuf::from_tokens([A2A, PENDING_INTERRUPTS, id])
+    }
+
+    /// `/view/artifacts/<id>`.
+    pub fn artifact(id: &str) -> PointerBuf {
+        PointerBuf::from_tokens([VIEW, ARTIFACTS, id])
+    }
+
+    /// `<artifact>/parts/-`: appends one part.
+    pub fn artifact_part_append(artifact: &Pointer) -> PointerBuf {
+        artifact.concat(&PointerBuf::from_tokens(["parts", "-"]))
+    }
+
+    /// `<artifact>/<field>`.
+    pub fn artifact_field(artifact: &Pointer, field: &str) -> PointerBuf {
+        artifact.with_trailing_token(field)
+    }
+
+    /// `/a2a` and everything under it: the gateway's, never an agent's or a path's.
+    pub fn is_gateway_owned(pointer: &Pointer) -> bool {
+        pointer.first().is_some_and(|t| t.decoded() == A2A)
     }
 }
 
 /// An `add` operation.
-pub fn add(path: impl Into<String>, value: Value) -> Value {
-    json!({"op": "add", "path": path.into(), "value": value})
+pub fn add(path: PointerBuf, value: Value) -> Op {
+    PatchOperation::Add(AddOperation { path, value })
 }
 
-/// A `remove` operation.
-pub fn remove(path: impl Into<String>) -> Value {
-    json!({"op": "remove", "path": path.into()})
+/// A `replace` operation.
+pub fn replace(path: PointerBuf, value: Value) -> Op {
+    PatchOperation::Replace(json_patch::ReplaceOperation { path, value })
 }
 
-/// The run's view of the client state.
-#[derive(Debug, Clone)]
+/// Parses a pointer from foreign text (an artifact's `metadata.path`): `None` unless it is a
+/// valid, non-root pointer.
+pub fn parse_pointer(raw: &str) -> Option<PointerBuf> {
+    PointerBuf::parse(raw).ok().filter(|p| !p.is_root())
+}
+
+/// Who writes a patch: the gateway's own projection, or an agent (`agui-state-delta`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    Gateway,
+    Agent,
+}
+
+/// Why a patch was not applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// It would break a limit (`RUN_ERROR limit_exceeded`).
+    Limit(String),
+    /// It does not apply (a missing parent, a failed `test`): skipped with a `RAW` note.
+    Invalid(String),
+}
+
+/// The limits a document is held to.
+#[derive(Debug, Clone, Copy)]
+pub struct StateLimits {
+    /// `limits.max_state_depth`: segments of any pointer.
+    pub max_depth: usize,
+    /// `limits.max_state_bytes`: what agents may add (and what a snapshot may hold).
+    pub max_agent_bytes: usize,
+    /// The whole document (client state, agent state, artifacts, the task).
+    pub max_bytes: usize,
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        let defaults = crate::config::Limits::default();
+        Self::from_config(&defaults)
+    }
+}
+
+impl StateLimits {
+    /// The document's limits from `limits`: artifacts are held in state as parts and, once
+    /// complete, as text, so the document may hold the client's state, twice the artifact
+    /// budget and one event's worth of task status.
+    pub fn from_config(limits: &crate::config::Limits) -> Self {
+        Self {
+            max_depth: limits.max_state_depth,
+            max_agent_bytes: limits.max_state_bytes,
+            max_bytes: limits
+                .max_state_bytes
+                .saturating_add(limits.max_artifact_bytes_per_run.saturating_mul(2))
+                .saturating_add(limits.max_event_bytes),
+        }
+    }
+}
+
+/// What the gateway reads back from the client's state (`state.a2a`, as it projected it).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientView<'a>(Option<&'a Map<String, Value>>);
+
+impl<'a> ClientView<'a> {
+    /// The view of `state` (absent or malformed reads as empty).
+    pub fn of(state: Option<&'a Value>) -> Self {
+        Self(
+            state
+                .and_then(|s| s.get(layout::A2A))
+                .and_then(Value::as_object),
+        )
+    }
+
+    /// `/a2a/contextId`.
+    pub fn context_id(self) -> Option<&'a str> {
+        self.0?.get(layout::CONTEXT_ID)?.as_str()
+    }
+
+    /// `/a2a/task/id`.
+    pub fn task_id(self) -> Option<&'a str> {
+        self.0?.get(layout::TASK)?.get("id")?.as_str()
+    }
+
+    /// `/a2a/task/id` when `/a2a/task/state` says the task waits for input.
+    pub fn waiting_task_id(self) -> Option<&'a str> {
+        let task = self.0?.get(layout::TASK)?;
+        let state = TaskState::parse(task.get("state")?.as_str()?);
+        state.is_interrupted().then(|| self.task_id()).flatten()
+    }
+
+    /// The ids under `/a2a/pendingInterrupts`, if the member exists.
+    pub fn pending_interrupts(self) -> Option<Vec<&'a str>> {
+        let pending = self.0?.get(layout::PENDING_INTERRUPTS)?.as_object()?;
+        Some(pending.keys().map(String::as_str).collect())
+    }
+}
+
+/// Size and nesting of a value, measured without recursion.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Measure {
+    /// Approximate bytes of its compact JSON.
+    pub bytes: usize,
+    /// Levels of arrays and objects (a scalar is 0).
+    pub depth: usize,
+}
+
+/// Measures `value` with an explicit stack (a deep value cannot overflow ours).
+pub fn measure(value: &Value) -> Measure {
+    let mut m = Measure::default();
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, level)) = stack.pop() {
+        m.bytes += match v {
+            Value::Null | Value::Bool(_) => 5,
+            Value::Number(_) => 8,
+            Value::String(s) => s.len() + 2,
+            Value::Array(items) => {
+                m.depth = m.depth.max(level + 1);
+                stack.extend(items.iter().map(|i| (i, level + 1)));
+                items.len() + 2
+            }
+            Value::Object(map) => {
+                m.depth = m.depth.max(level + 1);
+                stack.extend(map.values().map(|i| (i, level + 1)));
+                map.keys().map(|k| k.len() + 4).sum::<usize>() + 2
+            }
+        };
+    }
+    m
+}
+
+/// Drops `value` with an explicit stack: serde_json's own drop recurses once per level.
+pub fn drop_flat(value: Value) {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
+}
+
+/// The run's view of the client state, patched exactly as the client's copy is.
+#[derive(Debug)]
 pub struct Shadow {
     doc: Value,
+    limits: StateLimits,
+    /// Upper bound of the document's size ([`Measure::bytes`]).
+    bytes: usize,
+    /// Upper bound of what agents' patches added.
+    agent_bytes: usize,
+    /// Upper bound of the document's nesting.
+    depth: usize,
+}
+
+impl Drop for Shadow {
+    fn drop(&mut self) {
+        drop_flat(std::mem::take(&mut self.doc));
+    }
 }
 
 impl Shadow {
     /// Starts from the client's state with the gateway's subtrees merged in: foreign keys
     /// are kept, `/a2a` and `/view/artifacts` always exist, `/a2a/pendingInterrupts` starts
     /// empty (a new run resolves whatever was pending), `/a2a/contextId` is set when known.
-    pub fn new(client_state: Option<&Value>, context_id: Option<&str>) -> Self {
+    pub fn new(client_state: Option<Value>, context_id: Option<&str>, limits: StateLimits) -> Self {
         let mut root = match client_state {
-            Some(Value::Object(m)) => m.clone(),
-            _ => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(other) => {
+                drop_flat(other);
+                Map::new()
+            }
+            None => Map::new(),
         };
-        let a2a = object_entry(&mut root, "a2a");
-        a2a.insert("pendingInterrupts".into(), json!({}));
+        let a2a = object_entry(&mut root, layout::A2A);
+        a2a.insert(layout::PENDING_INTERRUPTS.into(), json!({}));
         if let Some(c) = context_id {
-            a2a.insert("contextId".into(), json!(c));
+            a2a.insert(layout::CONTEXT_ID.into(), json!(c));
         }
-        let view = object_entry(&mut root, "view");
-        object_entry(view, "artifacts");
+        let view = object_entry(&mut root, layout::VIEW);
+        object_entry(view, layout::ARTIFACTS);
+        let doc = Value::Object(root);
+        let m = measure(&doc);
         Self {
-            doc: Value::Object(root),
+            doc,
+            limits,
+            bytes: m.bytes,
+            agent_bytes: 0,
+            depth: m.depth,
         }
     }
 
@@ -70,80 +291,163 @@ impl Shadow {
         self.doc.clone()
     }
 
-    /// The value at `pointer`, if any.
-    pub fn get(&self, pointer: &str) -> Option<&Value> {
-        self.doc.pointer(pointer)
-    }
-
     /// `add {}` operations for every missing container above `pointer`, so that an `add`
-    /// at `pointer` applies. Returns `None` when a parent exists but is not an object.
-    pub fn parents_of(&self, pointer: &str) -> Option<Vec<Value>> {
+    /// at `pointer` applies. `None` when a parent exists but is not an object.
+    pub fn parents_of(&self, pointer: &Pointer) -> Option<Vec<Op>> {
         let mut ops = Vec::new();
-        let mut at = String::new();
-        let segments: Vec<&str> = pointer.split('/').skip(1).collect();
-        for seg in &segments[..segments.len().saturating_sub(1)] {
-            at.push('/');
-            at.push_str(seg);
-            match self.doc.pointer(&at) {
-                Some(Value::Object(_)) => {}
-                Some(_) => return None,
-                None => ops.push(add(at.clone(), json!({}))),
+        let mut at = PointerBuf::new();
+        let count = pointer.count();
+        for token in pointer.tokens().take(count.saturating_sub(1)) {
+            at.push_back(token);
+            match at.resolve(&self.doc) {
+                Ok(Value::Object(_)) => {}
+                Ok(_) => return None,
+                Err(_) => ops.push(add(at.clone(), json!({}))),
             }
         }
         Some(ops)
     }
 
-    /// Applies `ops` atomically; on success they are safe to emit as one `STATE_DELTA`.
-    ///
-    /// The gateway's own deltas are single `add`s whose parents exist (checked by
-    /// [`Shadow::parents_of`]); they are applied in place, costing the size of the value.
-    /// Anything else (an agent's patch) goes through the `json-patch` crate.
-    pub fn apply(&mut self, ops: &[Value]) -> Result<(), String> {
-        if let [op] = ops {
-            if let Some(()) = self.add_in_place(op) {
-                return Ok(());
-            }
+    /// Checks `pointer` against `limits.max_state_depth`.
+    pub fn check_depth(&self, pointer: &Pointer) -> Result<(), Refusal> {
+        if pointer.count() > self.limits.max_depth {
+            return Err(Refusal::Limit(format!(
+                "a state path of {} segments exceeds limits.max_state_depth ({})",
+                pointer.count(),
+                self.limits.max_depth
+            )));
         }
-        let patch: json_patch::Patch =
-            serde_json::from_value(Value::Array(ops.to_vec())).map_err(|e| e.to_string())?;
-        json_patch::patch(&mut self.doc, &patch).map_err(|e| e.to_string())
+        Ok(())
     }
 
-    /// RFC 6902 `add` of one member or array element (`-` appends); `None` if `op` is not
-    /// such an add or its parent is missing (left to the general path).
-    fn add_in_place(&mut self, op: &Value) -> Option<()> {
-        if op.get("op")?.as_str()? != "add" {
-            return None;
-        }
-        let path = op.get("path")?.as_str()?;
-        let value = op.get("value")?;
-        let (parent, last) = path.rsplit_once('/')?;
-        let last = last.replace("~1", "/").replace("~0", "~");
-        match self.doc.pointer_mut(parent)? {
-            Value::Object(m) => {
-                m.insert(last, value.clone());
-            }
-            Value::Array(a) if last == "-" => a.push(value.clone()),
-            _ => return None,
-        }
-        Some(())
-    }
-
-    /// Replaces the document (an agent's `agui-state-snapshot`), keeping the gateway's
-    /// subtrees.
-    pub fn replace_app_state(&mut self, app: &Value) {
-        let mut root = match app {
-            Value::Object(m) => m.clone(),
-            _ => Map::new(),
+    /// Checks `ops` against the limits (module header), then applies them atomically. On
+    /// `Err` the document is unchanged.
+    pub fn apply(&mut self, ops: &[Op], writer: Writer) -> Result<(), Refusal> {
+        let mut growth = 0usize;
+        let mut shrink = 0usize;
+        let mut depth = self.depth;
+        let mut touched: Vec<&Pointer> = Vec::new();
+        let untouched = |p: &Pointer, touched: &[&Pointer]| {
+            touched
+                .iter()
+                .all(|t| !t.starts_with(p) && !p.starts_with(t))
         };
-        if let Value::Object(cur) = &self.doc {
-            for key in ["a2a", "view"] {
-                if let Some(v) = cur.get(key) {
-                    root.insert(key.into(), v.clone());
+        for op in ops {
+            let path = op.path();
+            self.check_depth(path)?;
+            // What the op puts at `path`, and what it overwrites or removes there.
+            let (put, overwrites) = match op {
+                PatchOperation::Add(o) => (Some(measure(&o.value)), true),
+                PatchOperation::Replace(o) => (Some(measure(&o.value)), true),
+                PatchOperation::Remove(_) => (None, true),
+                PatchOperation::Test(_) => (None, false),
+                PatchOperation::Copy(json_patch::CopyOperation { from, .. })
+                | PatchOperation::Move(json_patch::MoveOperation { from, .. }) => {
+                    self.check_depth(from)?;
+                    let is_copy = matches!(op, PatchOperation::Copy(_));
+                    if path.starts_with(from) && (is_copy || path != from.as_ptr()) {
+                        let what = if is_copy { "copy" } else { "move" };
+                        return Err(Refusal::Limit(format!(
+                            "a {what} from {:?} into itself ({:?}) is refused",
+                            from.as_str(),
+                            path.as_str()
+                        )));
+                    }
+                    // Measured on the source as it is; if an earlier op of this patch
+                    // changed it, the whole document bounds it.
+                    let source = match from.resolve(&self.doc) {
+                        Ok(v) if untouched(from, &touched) => measure(v),
+                        _ => Measure {
+                            bytes: self.bytes + growth,
+                            depth,
+                        },
+                    };
+                    if is_copy {
+                        (Some(source), true)
+                    } else {
+                        touched.push(from);
+                        (
+                            Some(Measure {
+                                bytes: 0,
+                                depth: source.depth,
+                            }),
+                            true,
+                        )
+                    }
+                }
+            };
+            if overwrites && untouched(path, &touched) {
+                if let Ok(old) = path.resolve(&self.doc) {
+                    shrink += measure(old).bytes;
+                }
+            }
+            if let Some(put) = put {
+                growth += put.bytes;
+                depth = depth.max(path.count() + put.depth);
+            }
+            touched.push(path);
+            let nesting = self.limits.max_depth + MAX_VALUE_NESTING;
+            if depth > nesting {
+                return Err(Refusal::Limit(format!(
+                    "a state patch would nest the state {depth} levels deep (limit {nesting})"
+                )));
+            }
+            let total = self.bytes.saturating_add(growth).saturating_sub(shrink);
+            if total > self.limits.max_bytes {
+                return Err(Refusal::Limit(format!(
+                    "a state patch would grow the state past {} bytes",
+                    self.limits.max_bytes
+                )));
+            }
+            if writer == Writer::Agent
+                && self.agent_bytes.saturating_add(growth) > self.limits.max_agent_bytes
+            {
+                return Err(Refusal::Limit(format!(
+                    "the agent's state patches exceed limits.max_state_bytes ({} bytes)",
+                    self.limits.max_agent_bytes
+                )));
+            }
+        }
+        json_patch::patch(&mut self.doc, ops).map_err(|e| Refusal::Invalid(e.to_string()))?;
+        self.bytes = self.bytes.saturating_add(growth).saturating_sub(shrink);
+        if writer == Writer::Agent {
+            self.agent_bytes = self.agent_bytes.saturating_add(growth);
+        }
+        self.depth = depth;
+        Ok(())
+    }
+
+    /// Replaces the app's part of the document (an agent's `agui-state-snapshot`), keeping
+    /// the gateway's subtrees. Refused past `limits.max_state_bytes`.
+    pub fn replace_app_state(&mut self, app: Value) -> Result<(), Refusal> {
+        let m = measure(&app);
+        if m.bytes > self.limits.max_agent_bytes {
+            drop_flat(app);
+            return Err(Refusal::Limit(format!(
+                "the agent's state snapshot exceeds limits.max_state_bytes ({} bytes)",
+                self.limits.max_agent_bytes
+            )));
+        }
+        let mut root = match app {
+            Value::Object(m) => m,
+            other => {
+                drop_flat(other);
+                Map::new()
+            }
+        };
+        if let Value::Object(cur) = &mut self.doc {
+            for key in [layout::A2A, layout::VIEW] {
+                if let Some(v) = cur.remove(key) {
+                    root.insert(key.into(), v);
                 }
             }
         }
-        self.doc = Value::Object(root);
+        drop_flat(std::mem::replace(&mut self.doc, Value::Object(root)));
+        let whole = measure(&self.doc);
+        self.bytes = whole.bytes;
+        self.depth = whole.depth;
+        self.agent_bytes = m.bytes;
+        Ok(())
     }
 }
 
@@ -159,11 +463,20 @@ fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<S
 mod tests {
     use super::*;
 
+    fn ops(v: Value) -> Vec<Op> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn shadow() -> Shadow {
+        Shadow::new(None, None, StateLimits::default())
+    }
+
     #[test]
     fn merges_client_state_and_keeps_foreign_keys() {
         let s = Shadow::new(
-            Some(&json!({"app": 1, "view": {"x": 2}, "a2a": {"pendingInterrupts": {"old": {}}}})),
+            Some(json!({"app": 1, "view": {"x": 2}, "a2a": {"pendingInterrupts": {"old": {}}}})),
             Some("c"),
+            StateLimits::default(),
         );
         assert_eq!(
             s.snapshot(),
@@ -172,30 +485,150 @@ mod tests {
     }
 
     #[test]
-    fn in_place_adds_match_rfc_6902() {
-        let mut fast = Shadow::new(None, None);
-        let mut slow = fast.doc.clone();
-        for op in [
-            add("/a2a/task", json!({"id": "t"})),
-            add("/a2a/task", json!({"id": "u"})),
-            add("/view/artifacts/a~1b", json!({"parts": []})),
-            add("/view/artifacts/a~1b/parts/-", json!(1)),
-        ] {
-            fast.apply(std::slice::from_ref(&op)).unwrap();
-            let patch: json_patch::Patch = serde_json::from_value(json!([op])).unwrap();
-            json_patch::patch(&mut slow, &patch).unwrap();
-        }
-        assert_eq!(fast.doc, slow);
-        assert!(fast.apply(&[add("/missing/x", json!(1))]).is_err());
+    fn layout_pointers_are_escaped() {
+        assert_eq!(layout::task().as_str(), "/a2a/task");
+        assert_eq!(
+            layout::pending_interrupt("a2a:T/1~x").as_str(),
+            "/a2a/pendingInterrupts/a2a:T~11~0x"
+        );
+        let art = layout::artifact("a/b");
+        assert_eq!(art.as_str(), "/view/artifacts/a~1b");
+        assert_eq!(
+            layout::artifact_part_append(&art).as_str(),
+            "/view/artifacts/a~1b/parts/-"
+        );
+        assert!(layout::is_gateway_owned(&layout::task()));
+        assert!(!layout::is_gateway_owned(&parse_pointer("/a2ax").unwrap()));
+        assert!(parse_pointer("").is_none());
+        assert!(parse_pointer("a").is_none());
+        assert!(parse_pointer("/a~2b").is_none());
     }
 
     #[test]
-    fn parents_are_created_and_pointers_checked() {
-        let s = Shadow::new(None, None);
-        assert_eq!(s.parents_of("/docs/report/x").unwrap().len(), 2);
-        assert!(is_pointer("/a~1b"));
-        assert!(!is_pointer("/a~2b"));
-        assert!(!is_pointer("a"));
-        assert_eq!(escape("a/b~c"), "a~1b~0c");
+    fn the_client_view_reads_what_the_gateway_wrote() {
+        let state = json!({"a2a": {"contextId": "c", "task": {"id": "T", "state": "input-required"},
+            "pendingInterrupts": {"i1": {}, "i2": {}}}});
+        let v = ClientView::of(Some(&state));
+        assert_eq!(v.context_id(), Some("c"));
+        assert_eq!(v.waiting_task_id(), Some("T"));
+        assert_eq!(v.pending_interrupts().unwrap().len(), 2);
+        let working = json!({"a2a": {"task": {"id": "T", "state": "working"}}});
+        assert_eq!(ClientView::of(Some(&working)).waiting_task_id(), None);
+        assert_eq!(ClientView::of(None).context_id(), None);
+    }
+
+    #[test]
+    fn parents_are_created_for_a_new_path() {
+        let s = shadow();
+        let p = parse_pointer("/docs/report/x").unwrap();
+        assert_eq!(s.parents_of(&p).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_refused_or_failed_patch_leaves_the_document_unchanged() {
+        let mut s = shadow();
+        let before = s.snapshot();
+        let bad = ops(
+            json!([{"op": "add", "path": "/x", "value": 1}, {"op": "add", "path": "/missing/y", "value": 1}]),
+        );
+        assert!(matches!(
+            s.apply(&bad, Writer::Agent),
+            Err(Refusal::Invalid(_))
+        ));
+        assert_eq!(s.snapshot(), before);
+    }
+
+    #[test]
+    fn copy_bombs_are_refused_before_anything_is_copied() {
+        let mut s = shadow();
+        let bomb: Vec<Value> = (0..22)
+            .map(|i| json!({"op": "copy", "from": "", "path": format!("/k{i}")}))
+            .collect();
+        let refusal = s
+            .apply(&ops(Value::Array(bomb)), Writer::Agent)
+            .unwrap_err();
+        assert!(matches!(refusal, Refusal::Limit(m) if m.contains("into itself")));
+        // Doubling without copying from an ancestor: /a into /b, then /b back under /a.
+        let mut s = shadow();
+        s.apply(
+            &ops(json!([{"op": "add", "path": "/a", "value": {"x": "y".repeat(1000)}}])),
+            Writer::Agent,
+        )
+        .unwrap();
+        let mut doubling = Vec::new();
+        for i in 0..30 {
+            doubling.push(json!({"op": "copy", "from": "/a", "path": format!("/b{i}")}));
+            doubling
+                .push(json!({"op": "copy", "from": format!("/b{i}"), "path": format!("/a/c{i}")}));
+        }
+        let refusal = s
+            .apply(&ops(Value::Array(doubling)), Writer::Agent)
+            .unwrap_err();
+        assert!(matches!(refusal, Refusal::Limit(m) if m.contains("max_state_bytes")));
+    }
+
+    #[test]
+    fn deep_paths_and_nesting_are_refused() {
+        let mut s = shadow();
+        let deep = format!("/{}", vec!["a"; 33].join("/"));
+        let op = ops(json!([{"op": "add", "path": deep, "value": 1}]));
+        assert!(matches!(
+            s.apply(&op, Writer::Gateway),
+            Err(Refusal::Limit(_))
+        ));
+        // Each copy may nest the document a little deeper; the sum is bounded.
+        s.apply(
+            &ops(json!([{"op": "add", "path": "/n", "value": {}}])),
+            Writer::Agent,
+        )
+        .unwrap();
+        let chain = format!("/{}", vec!["d"; 30].join("/"));
+        let mut refused = false;
+        for _ in 0..20 {
+            let mut step = s
+                .parents_of(&parse_pointer(&format!("/m{chain}")).unwrap())
+                .unwrap();
+            step.push(PatchOperation::Copy(json_patch::CopyOperation {
+                from: parse_pointer("/n").unwrap(),
+                path: parse_pointer(&format!("/m{chain}")).unwrap(),
+            }));
+            step.push(PatchOperation::Move(json_patch::MoveOperation {
+                from: parse_pointer("/m").unwrap(),
+                path: parse_pointer("/n/m").unwrap(),
+            }));
+            if let Err(Refusal::Limit(_)) = s.apply(&step, Writer::Agent) {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "nesting grew without bound");
+    }
+
+    #[test]
+    fn replacing_a_member_does_not_count_twice() {
+        let mut s = Shadow::new(
+            None,
+            None,
+            StateLimits {
+                max_depth: 32,
+                max_agent_bytes: 1_000_000,
+                max_bytes: 10_000,
+            },
+        );
+        for i in 0..1000 {
+            let task = json!({"id": "t", "state": "working", "message": format!("tick {i} {}", "x".repeat(100))});
+            s.apply(&[add(layout::task(), task)], Writer::Gateway)
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn measuring_and_dropping_do_not_recurse() {
+        let mut v = json!(1);
+        for _ in 0..100_000 {
+            v = Value::Array(vec![v]);
+        }
+        assert_eq!(measure(&v).depth, 100_000);
+        drop_flat(v);
     }
 }

@@ -3,7 +3,7 @@
 //   node drive.mjs '<json script>'
 // Script: {"url": "...", "threadId": "...", "initialState": {...}?, "steps": [Step]}
 // Step:   {"message": "text"?, "resume": {"status": "resolved"|"cancelled", "payload": any}?,
-//          "forwardedProps": {...}?, "abortAfterMs": n?}
+//          "forwardedProps": {...}?, "abortAfterMs": n?, "abortOnEvent": "EVENT_TYPE"?}
 // A `resume` answers every pending interrupt of the previous step. Prints one JSON object:
 // {"steps": [{events, failed, runErrors, warnings, messages, state, pendingInterrupts}]}.
 import { HttpAgent } from "@ag-ui/client";
@@ -47,6 +47,7 @@ for (const step of script.steps) {
   const subscriber = {
     onEvent: ({ event }) => {
       events.push(event);
+      if (step.abortOnEvent === event.type) setTimeout(() => agent.abortRun(), 0);
     },
     onRunErrorEvent: ({ event }) => {
       runErrors.push({ message: event.message, code: event.code });

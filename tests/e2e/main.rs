@@ -657,7 +657,7 @@ async fn a_client_disconnect_leaves_the_task_running_unless_configured() {
         let steps = drive(
             &gw.agent_url(agent),
             &format!("leave-{agent}"),
-            json!([{"message": "slow 30", "abortAfterMs": 400}]),
+            json!([{"message": "slow 300", "abortOnEvent": "STATE_SNAPSHOT"}]),
         )
         .await;
         let task_id = steps[0]["events"][0]["metadata"]["a2a"]["taskId"]
@@ -791,7 +791,12 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
             version,
             headers: Default::default(),
         };
-        Client::new(reqwest::Client::new(), endpoint, 1 << 20)
+        Client::new(
+            reqwest::Client::new(),
+            endpoint,
+            1 << 20,
+            Duration::from_secs(10),
+        )
     };
     let page = client(ProtocolVersion::V1)
         .list_tasks(&context, 10, None)
