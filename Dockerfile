@@ -18,6 +18,12 @@ COPY --from=build /src/target/release/agui-a2a-gateway /usr/local/bin/agui-a2a-g
 COPY config/gateway.example.yaml /etc/agui-a2a-gateway/gateway.example.yaml
 USER gateway
 EXPOSE 8080
-ENV GATEWAY_LISTEN=0.0.0.0:8080
+# Loopback by default, even inside the container: the gateway (and its demo agent) answer
+# nobody outside until you say so. To expose it, set GATEWAY_LISTEN=0.0.0.0:8080 at run time
+# (docker run -e GATEWAY_LISTEN=0.0.0.0:8080 -p 8080:8080 ...) and put it behind something
+# that authenticates callers, or configure inbound auth (--api-key, or auth: in a config
+# file). Without inbound auth a non-loopback address also needs --insecure-no-auth (DESIGN
+# §2): pass it only when what is in front authenticates.
+ENV GATEWAY_LISTEN=127.0.0.1:8080
 ENTRYPOINT ["agui-a2a-gateway"]
 CMD ["--demo"]

@@ -1,18 +1,36 @@
 //! Benchmark: the same scripted load from the demo agent, read directly over A2A and read
-//! through the gateway, in the same run. Prints a table (Markdown) of events/s, time to the
-//! last event, added latency per event (p50/p99), the gateway's peak RSS, and the extra
-//! memory of 1,000 open idle streams. Not a test: nothing here fails on a number.
+//! through the gateway, in the same run. Prints one Markdown table: events/s, time to the
+//! last event, the gateway's CPU time per bridged A2A event, AG-UI bytes written per A2A byte
+//! read, added latency per event (p50/p99), the gateway's RSS (idle and peak), and the extra
+//! memory per open stream, for quiet streams (`idle S`) and ticking ones (`slow N`). Not a
+//! test: nothing here fails on a number.
 //!
-//! `cargo bench --bench gateway`. Env overrides: BENCH_EVENTS and BENCH_BYTES (the flat-out
-//! load, 20,000 x 256), BENCH_ROUNDS (7), BENCH_PACED_EVENTS and BENCH_PACED_RATE (the paced
-//! load for latency, 6,000 at 2,000/s), BENCH_IDLE_STREAMS (1,000), BENCH_GATEWAY_WORKERS
-//! (the gateway's tokio worker threads; default: one per core).
+//! `cargo bench --bench gateway`. Env overrides:
+//! - BENCH_EVENTS, BENCH_BYTES: the headline flat-out load `bench N K` (20,000 x 100);
+//!   BENCH_ROUNDS (7) alternating rounds per path.
+//! - BENCH_CHUNK_SIZES: more chunk sizes for the flat-out load, comma-separated ("1024,16384");
+//!   BENCH_CHUNK_EVENTS (5,000) events and BENCH_CHUNK_ROUNDS (3) rounds for each.
+//! - BENCH_PACED_EVENTS, BENCH_PACED_RATE: the paced load for latency (6,000 at 2,000/s).
+//! - BENCH_IDLE_STREAMS (1,000) open `idle 120` streams; BENCH_TICKING_STREAMS (500) open
+//!   `slow 1200` streams (a tick every 100 ms). The gateway admits 1,024 concurrent runs by
+//!   default (`limits.max_concurrent_runs`), so stay below that.
+//! - BENCH_GATEWAY_WORKERS: the gateway's tokio worker threads (default: one per core).
 //!
 //! The demo agent runs in this process; the gateway runs as its own process (the release
-//! binary) so its memory is measured alone. Every event of `bench N K` carries its send time,
-//! so latency is measured per event, from the agent's send to the reader's receipt.
+//! binary), so its memory and CPU time (utime + stime from /proc/<pid>/stat) are the
+//! gateway's alone. Every event of `bench N K` carries its send time, so latency is measured
+//! per event, from the agent's send to the reader's receipt. CPU per A2A event: the gateway's
+//! CPU over its rounds of a load, divided by the A2A events of those rounds (as many as the
+//! direct read of the same load counts). Bytes: SSE response bodies, the direct A2A stream
+//! against the gateway's AG-UI stream for the same load. The memory figures use a fresh
+//! gateway per kind of stream and count only streams that are verifiably open when RSS is
+//! read: each has seen `RUN_STARTED` and no terminal event, and its connection is up; unless
+//! all are, the per-stream figure is printed as n/a with the count.
 
+use std::cell::Cell;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agui_a2a_gateway::demo;
@@ -30,6 +48,12 @@ fn env_or(name: &str, default: usize) -> usize {
 struct Gateway {
     child: Child,
     base: String,
+}
+
+impl Gateway {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for Gateway {
@@ -87,48 +111,101 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The send stamp `t=<nanos>` at the start of a bench event's text.
-fn stamp(text: &str) -> Option<u128> {
-    text.strip_prefix("t=")?.split(' ').next()?.parse().ok()
+/// User + system CPU time of a process so far, in clock ticks (/proc/<pid>/stat fields 14
+/// and 15; the fields after the parenthesised command name start at field 3).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after_comm = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after_comm
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    fields.iter().sum()
 }
 
+/// Clock ticks per second (`getconf CLK_TCK`), and whether it had to be assumed.
+fn clock_ticks_per_s() -> (f64, bool) {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .map_or((100.0, true), |t| (t, false))
+}
+
+/// The send stamps `t=<nanos>` in a bench event's text (one per chunk, should a reader ever
+/// see chunks merged).
+fn stamps(text: &str) -> impl Iterator<Item = u128> + '_ {
+    text.match_indices("t=").filter_map(|(at, _)| {
+        let digits = &text[at + 2..];
+        let end = digits
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(digits.len());
+        digits[..end].parse().ok()
+    })
+}
+
+#[derive(Default)]
 struct Sample {
+    /// Bench events (send stamps) received.
     events: usize,
+    /// SSE events of any kind.
+    frames: usize,
+    /// Response body bytes.
+    bytes: usize,
     last_event: Duration,
     latencies_us: Vec<f64>,
+    /// The gateway's CPU ticks over the read (gateway path only).
+    cpu_ticks: u64,
 }
 
-/// Reads one SSE response; `text_of` extracts a bench event's text from a frame.
+/// Reads one SSE response; `wanted` picks the frames that can carry a bench event (only those
+/// are parsed, on both paths) and `text_of` extracts the event's text from one.
 async fn read(
     resp: reqwest::Response,
     started: Instant,
-    prefix: &str,
+    wanted: fn(&str) -> bool,
     text_of: fn(&Value) -> Option<&str>,
 ) -> Sample {
-    let mut stream = resp.bytes_stream().eventsource();
-    let mut latencies_us = Vec::new();
-    let mut events = 0;
-    let mut last_event = Duration::ZERO;
+    let bytes = Cell::new(0);
+    let mut stream = resp
+        .bytes_stream()
+        .inspect(|chunk| {
+            if let Ok(c) = chunk {
+                bytes.set(bytes.get() + c.len());
+            }
+        })
+        .eventsource();
+    let mut s = Sample::default();
     while let Some(Ok(ev)) = stream.next().await {
         let now = demo::stamp_nanos();
-        // Only frames that can carry a bench event are parsed, on both paths.
-        if !ev.data.starts_with(prefix) {
+        s.frames += 1;
+        if !wanted(&ev.data) {
             continue;
         }
         let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
             continue;
         };
-        if let Some(sent) = text_of(&v).and_then(stamp) {
-            events += 1;
-            latencies_us.push(now.saturating_sub(sent) as f64 / 1_000.0);
-            last_event = started.elapsed();
+        let Some(text) = text_of(&v) else {
+            continue;
+        };
+        let before = s.events;
+        for sent in stamps(text) {
+            s.events += 1;
+            s.latencies_us
+                .push(now.saturating_sub(sent) as f64 / 1_000.0);
+        }
+        if s.events > before {
+            s.last_event = started.elapsed();
         }
     }
-    Sample {
-        events,
-        last_event,
-        latencies_us,
-    }
+    drop(stream);
+    s.bytes = bytes.get();
+    s
 }
 
 fn a2a_text(v: &Value) -> Option<&str> {
@@ -153,26 +230,33 @@ async fn direct(http: &reqwest::Client, demo_url: &str, load: &str, id: usize) -
         .send()
         .await
         .unwrap();
-    read(resp, started, "{", a2a_text).await
+    read(resp, started, |_| true, a2a_text).await
 }
 
-async fn via_gateway(http: &reqwest::Client, gw: &str, load: &str, id: usize) -> Sample {
-    let body = json!({"threadId": format!("bench-{id}"), "runId": format!("r{id}"), "protocolVersion": "1.0",
-        "messages": [{"id": format!("bench-gw-{id}"), "role": "user", "content": load}]});
+fn run_input(thread: &str, load: &str) -> Value {
+    json!({"threadId": thread, "runId": format!("r-{thread}"), "protocolVersion": "1.0",
+        "messages": [{"id": format!("m-{thread}"), "role": "user", "content": load}]})
+}
+
+async fn via_gateway(http: &reqwest::Client, gw: &Gateway, load: &str, id: usize) -> Sample {
+    let body = run_input(&format!("bench-{id}"), load);
+    let cpu_before = cpu_ticks(gw.pid());
     let started = Instant::now();
     let resp = http
-        .post(format!("{gw}/agents/demo"))
+        .post(format!("{}/agents/demo", gw.base))
         .json(&body)
         .send()
         .await
         .unwrap();
-    read(
+    let mut s = read(
         resp,
         started,
-        r#"{"type":"TEXT_MESSAGE_CONTENT""#,
+        |d| d.contains(r#""TEXT_MESSAGE_CONTENT""#),
         agui_text,
     )
-    .await
+    .await;
+    s.cpu_ticks = cpu_ticks(gw.pid()).saturating_sub(cpu_before);
+    s
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -192,6 +276,8 @@ struct Summary {
     last_ms: f64,
     p50: f64,
     p99: f64,
+    bytes: usize,
+    frames: usize,
 }
 
 fn summarize(samples: &[Sample]) -> Summary {
@@ -215,32 +301,210 @@ fn summarize(samples: &[Sample]) -> Summary {
         ),
         p50: percentile(&lat, 0.5),
         p99: percentile(&lat, 0.99),
+        bytes: samples.iter().map(|s| s.bytes).sum(),
+        frames: samples.iter().map(|s| s.frames).sum(),
     }
 }
 
-async fn idle_streams(http: &reqwest::Client, gw: &Gateway, count: usize) -> (u64, u64) {
-    let pid = gw.child.id();
-    let before = rss_kib(pid, "VmRSS:");
-    let mut open = Vec::with_capacity(count);
-    for i in 0..count {
-        let body = json!({"threadId": format!("idle-{i}"), "runId": "r", "messages": [{"id": format!("idle-{i}"), "role": "user", "content": "idle 120"}]});
-        open.push(
-            http.post(format!("{}/agents/demo", gw.base))
-                .json(&body)
-                .send(),
+/// One load read both ways, in alternating rounds.
+struct Paired {
+    load: String,
+    direct: Vec<Sample>,
+    gateway: Vec<Sample>,
+}
+
+impl Paired {
+    async fn run(
+        http: &reqwest::Client,
+        demo_url: &str,
+        gw: &Gateway,
+        load: String,
+        events: usize,
+        rounds: usize,
+        first_id: usize,
+    ) -> Self {
+        let (mut direct_samples, mut gateway_samples) = (Vec::new(), Vec::new());
+        for id in first_id..first_id + rounds {
+            direct_samples.push(direct(http, demo_url, &load, id).await);
+            gateway_samples.push(via_gateway(http, gw, &load, id).await);
+        }
+        assert!(
+            direct_samples
+                .iter()
+                .chain(&gateway_samples)
+                .all(|s| s.events == events),
+            "every event of `{load}` arrives on both paths"
+        );
+        Self {
+            load,
+            direct: direct_samples,
+            gateway: gateway_samples,
+        }
+    }
+
+    /// Rounds alternate direct/gateway, so each pair saw the same machine conditions: the
+    /// median of the pairwise ratios is steadier than a ratio of medians.
+    fn last_event_ratio(&self) -> f64 {
+        median(
+            self.direct
+                .iter()
+                .zip(&self.gateway)
+                .map(|(d, g)| g.last_event.as_secs_f64() / d.last_event.as_secs_f64())
+                .collect(),
+        )
+    }
+
+    /// The gateway's CPU time (µs) per A2A event it read: the upstream stream of a load has
+    /// as many events as the direct read of the same load.
+    fn cpu_us_per_event(&self, ticks_per_s: f64) -> f64 {
+        let ticks: u64 = self.gateway.iter().map(|s| s.cpu_ticks).sum();
+        let upstream: usize = self.direct.iter().map(|s| s.frames).sum();
+        ticks as f64 / ticks_per_s * 1e6 / upstream as f64
+    }
+}
+
+/// Where one open stream is.
+#[derive(Default)]
+struct Watch {
+    /// STARTED once `RUN_STARTED` arrived; ENDED once a terminal event arrived, the stream
+    /// ended or broke, or the request failed.
+    seen: AtomicU8,
+    /// `TEXT_MESSAGE_CONTENT` events received: one per tick of `slow N`.
+    chunks: AtomicUsize,
+}
+
+const STARTED: u8 = 1;
+const ENDED: u8 = 2;
+
+impl Watch {
+    fn open(&self) -> bool {
+        self.seen.load(Ordering::SeqCst) == STARTED
+    }
+
+    fn settled(&self) -> bool {
+        self.seen.load(Ordering::SeqCst) != 0
+    }
+
+    async fn follow(&self, http: reqwest::Client, url: String, body: Value) {
+        if let Ok(resp) = http.post(url).json(&body).send().await {
+            if resp.status().is_success() {
+                let mut stream = resp.bytes_stream().eventsource();
+                while let Some(Ok(ev)) = stream.next().await {
+                    let v: Value = serde_json::from_str(&ev.data).unwrap_or_default();
+                    let flag = match v["type"].as_str() {
+                        Some("RUN_STARTED") => STARTED,
+                        Some("RUN_FINISHED" | "RUN_ERROR") => ENDED,
+                        Some("TEXT_MESSAGE_CONTENT") => {
+                            self.chunks.fetch_add(1, Ordering::SeqCst);
+                            0
+                        }
+                        _ => 0,
+                    };
+                    self.seen.fetch_or(flag, Ordering::SeqCst);
+                }
+            }
+        }
+        self.seen.fetch_or(ENDED, Ordering::SeqCst);
+    }
+}
+
+/// A fresh gateway's RSS with `count` runs of `load` open through it.
+struct OpenStreams {
+    /// "idle" or "ticking".
+    kind: &'static str,
+    /// Text chunks each stream's load sends per second (`slow N`: one per 100 ms).
+    chunks_per_s_each: f64,
+    load: String,
+    requested: usize,
+    /// Streams open (RUN_STARTED seen, nothing terminal, connection up) when RSS was read.
+    open: usize,
+    idle_kib: u64,
+    open_kib: u64,
+    /// Text chunks/s received across the streams in the second before RSS was read.
+    chunks_per_s: f64,
+}
+
+impl OpenStreams {
+    async fn measure(
+        http: &reqwest::Client,
+        demo_url: &str,
+        kind: &'static str,
+        load: String,
+        chunks_per_s_each: f64,
+        count: usize,
+    ) -> Self {
+        let gw = start_gateway(demo_url).await;
+        // One short run first, so what a first run sets up once is in the idle figure.
+        via_gateway(http, &gw, "bench 10 64", 0).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let idle_kib = rss_kib(gw.pid(), "VmRSS:");
+        let watches: Vec<Arc<Watch>> = (0..count).map(|_| Arc::default()).collect();
+        let url = format!("{}/agents/demo", gw.base);
+        let followers: Vec<_> = watches
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let (w, http, url) = (w.clone(), http.clone(), url.clone());
+                let body = run_input(&format!("{kind}-{i}"), &load);
+                tokio::spawn(async move { w.follow(http, url, body).await })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !watches.iter().all(|w| w.settled()) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let chunks = || -> usize {
+            watches
+                .iter()
+                .map(|w| w.chunks.load(Ordering::SeqCst))
+                .sum()
+        };
+        let (chunks_before, window) = (chunks(), Instant::now());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let open_kib = rss_kib(gw.pid(), "VmRSS:");
+        let chunks_per_s = (chunks() - chunks_before) as f64 / window.elapsed().as_secs_f64();
+        // A stream can only go from open to ended: open now means open when RSS was read.
+        let open = watches.iter().filter(|w| w.open()).count();
+        for f in followers {
+            f.abort();
+        }
+        Self {
+            kind,
+            chunks_per_s_each,
+            load,
+            requested: count,
+            open,
+            idle_kib,
+            open_kib,
+            chunks_per_s,
+        }
+    }
+
+    fn table_rows(&self) {
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        let (kind, load, n, open) = (self.kind, &self.load, self.requested, self.open);
+        println!("| {kind} streams (`{load}`) open when RSS was read | - | {open} of {n} | |");
+        println!(
+            "| text chunks/s received across the {kind} streams while measured | - | {:.0} | {:.0} nominal |",
+            self.chunks_per_s,
+            self.chunks_per_s_each * open as f64
+        );
+        if n == 0 || open != n {
+            println!("| memory per open {kind} stream (KiB) | - | n/a | not measured: only {open} of {n} `{load}` streams stayed open |");
+            return;
+        }
+        let extra = self.open_kib.saturating_sub(self.idle_kib);
+        println!(
+            "| gateway RSS, idle -> {n} open {kind} streams (MiB) | - | {:.1} -> {:.1} | +{:.1} MiB |",
+            mib(self.idle_kib),
+            mib(self.open_kib),
+            mib(extra)
+        );
+        println!(
+            "| memory per open {kind} stream (KiB) | - | {:.1} | |",
+            extra as f64 / n as f64
         );
     }
-    let mut streams = Vec::with_capacity(count);
-    for r in futures::future::join_all(open).await {
-        let mut s = r.expect("idle stream").bytes_stream().eventsource();
-        // Wait until the run is live upstream (RUN_STARTED arrives with the task).
-        let _ = s.next().await;
-        streams.push(s);
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let during = rss_kib(pid, "VmRSS:");
-    drop(streams);
-    (before, during)
 }
 
 #[tokio::main]
@@ -251,97 +515,147 @@ async fn main() {
         return;
     }
     let n = env_or("BENCH_EVENTS", 20_000);
-    let k = env_or("BENCH_BYTES", 256);
-    let idle = env_or("BENCH_IDLE_STREAMS", 1_000);
+    let k = env_or("BENCH_BYTES", 100);
     let rounds = env_or("BENCH_ROUNDS", 7);
+    let chunk_sizes: Vec<usize> = std::env::var("BENCH_CHUNK_SIZES")
+        .unwrap_or_else(|_| "1024,16384".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let chunk_n = env_or("BENCH_CHUNK_EVENTS", 5_000);
+    let chunk_rounds = env_or("BENCH_CHUNK_ROUNDS", 3);
     let rate = env_or("BENCH_PACED_RATE", 2_000);
     let paced_n = env_or("BENCH_PACED_EVENTS", 6_000);
+    let idle_streams = env_or("BENCH_IDLE_STREAMS", 1_000);
+    let ticking_streams = env_or("BENCH_TICKING_STREAMS", 500);
+    let (ticks_per_s, ticks_assumed) = clock_ticks_per_s();
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let demo_url = demo::spawn(listener).await.unwrap();
-    let gw = start_gateway(&demo_url).await;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(2048)
         .tcp_nodelay(true)
         .build()
         .unwrap();
 
-    // Warm up both paths, then alternate so both see the same machine conditions.
-    let flat_out = format!("bench {n} {k}");
-    let paced = format!("bench {paced_n} {k} {rate}");
-    direct(&http, &demo_url, "bench 500 64", 0).await;
-    via_gateway(&http, &gw.base, "bench 500 64", 0).await;
-    let (mut d, mut g, mut dp, mut gp) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for round in 1..=rounds {
-        d.push(direct(&http, &demo_url, &flat_out, round).await);
-        g.push(via_gateway(&http, &gw.base, &flat_out, round).await);
-    }
-    for round in 1..=2 {
-        dp.push(direct(&http, &demo_url, &paced, 100 + round).await);
-        gp.push(via_gateway(&http, &gw.base, &paced, 100 + round).await);
-    }
-    assert!(
-        d.iter().chain(&g).all(|s| s.events == n),
-        "every event arrives on both paths"
-    );
-    assert!(
-        dp.iter().chain(&gp).all(|s| s.events == paced_n),
-        "every paced event arrives"
-    );
-    let peak = rss_kib(gw.child.id(), "VmHWM:");
-    let (before, during) = idle_streams(&http, &gw, idle).await;
-    let (ds, gs) = (summarize(&d), summarize(&g));
-    // Rounds alternate direct/gateway, so each pair saw the same machine conditions: the
-    // median of the pairwise ratios is steadier than a ratio of medians.
-    let flat_ratio = median(
-        d.iter()
-            .zip(&g)
-            .map(|(d, g)| g.last_event.as_secs_f64() / d.last_event.as_secs_f64())
-            .collect(),
-    );
-    let (dps, gps) = (summarize(&dp), summarize(&gp));
-    let extra_mib = during.saturating_sub(before) as f64 / 1024.0;
+    let (flat, sized, dp, gp, peak) = {
+        let gw = start_gateway(&demo_url).await;
+        // Warm up both paths, then alternate so both see the same machine conditions.
+        direct(&http, &demo_url, "bench 500 64", 0).await;
+        via_gateway(&http, &gw, "bench 500 64", 0).await;
+        let flat = Paired::run(
+            &http,
+            &demo_url,
+            &gw,
+            format!("bench {n} {k}"),
+            n,
+            rounds,
+            1,
+        )
+        .await;
+        let mut sized = Vec::new();
+        for (i, size) in chunk_sizes.iter().enumerate() {
+            let load = format!("bench {chunk_n} {size}");
+            let first_id = 1_000 * (i + 1);
+            sized.push(
+                Paired::run(&http, &demo_url, &gw, load, chunk_n, chunk_rounds, first_id).await,
+            );
+        }
+        let paced = format!("bench {paced_n} {k} {rate}");
+        let (mut dp, mut gp) = (Vec::new(), Vec::new());
+        for id in 100..102 {
+            dp.push(direct(&http, &demo_url, &paced, id).await);
+            gp.push(via_gateway(&http, &gw, &paced, id).await);
+        }
+        assert!(
+            dp.iter().chain(&gp).all(|s| s.events == paced_n),
+            "every paced event arrives"
+        );
+        (flat, sized, dp, gp, rss_kib(gw.pid(), "VmHWM:"))
+    };
+    // `idle S` sends nothing after its working status; `slow N` ticks every 100 ms. Both
+    // outlast the measurement, which then closes its connections.
+    let (idle_load, slow_load) = ("idle 120".to_owned(), "slow 1200".to_owned());
+    let idle = OpenStreams::measure(&http, &demo_url, "idle", idle_load, 0.0, idle_streams).await;
+    let ticking = OpenStreams::measure(
+        &http,
+        &demo_url,
+        "ticking",
+        slow_load,
+        10.0,
+        ticking_streams,
+    )
+    .await;
 
+    let (ds, gs) = (summarize(&flat.direct), summarize(&flat.gateway));
+    let (dps, gps) = (summarize(&dp), summarize(&gp));
     let cores = std::thread::available_parallelism().map_or(0, |p| p.get());
-    println!("\nagui-a2a-gateway benchmark ({cores} cores). Throughput: `{flat_out}` (as fast as the agent can), {rounds} alternating rounds per path, medians (the ratio: median of per-round ratios). Latency: `{paced}` ({rate} events/s), 2 rounds per path, all events.");
+    let flat_load = &flat.load;
+    println!("\nagui-a2a-gateway benchmark ({cores} cores). Flat out (as fast as the agent can): `{flat_load}`, {rounds} alternating rounds per path, medians (ratios: median of per-round ratios); chunk sizes {chunk_sizes:?}: `bench {chunk_n} <size>`, {chunk_rounds} rounds each. Latency: `bench {paced_n} {k} {rate}` ({rate} events/s), 2 rounds per path, all events. The demo agent (upstream) runs in the benchmark's process, the gateway in its own.");
+    if ticks_assumed {
+        println!("(`getconf CLK_TCK` could not be read: CPU times assume 100 clock ticks/s.)");
+    }
     println!();
     println!("| metric | direct A2A | via gateway | gateway vs direct |");
     println!("|---|---:|---:|---:|");
     println!(
-        "| events/s | {:.0} | {:.0} | {:.2}x |",
+        "| events/s, flat out (`{flat_load}`) | {:.0} | {:.0} | {:.2}x |",
         ds.events_per_s,
         gs.events_per_s,
         gs.events_per_s / ds.events_per_s
     );
+    for p in std::iter::once(&flat).chain(&sized) {
+        let (d, g) = (summarize(&p.direct), summarize(&p.gateway));
+        let load = &p.load;
+        println!(
+            "| time to last event, flat out `{load}` (ms) | {:.1} | {:.1} | {:.2}x |",
+            d.last_ms,
+            g.last_ms,
+            p.last_event_ratio()
+        );
+        println!(
+            "| gateway CPU (user + sys) per A2A event, `{load}` (us) | - | {:.2} | |",
+            p.cpu_us_per_event(ticks_per_s)
+        );
+        println!(
+            "| bytes read per run, `{load}` (A2A in, AG-UI out; KiB) | {:.0} | {:.0} | {:.2} AG-UI bytes per A2A byte |",
+            d.bytes as f64 / p.direct.len() as f64 / 1024.0,
+            g.bytes as f64 / p.gateway.len() as f64 / 1024.0,
+            g.bytes as f64 / d.bytes as f64
+        );
+    }
     println!(
-        "| time to last event, flat out (ms) | {:.1} | {:.1} | {:.2}x (target <= 1.10x) |",
-        ds.last_ms, gs.last_ms, flat_ratio
+        "| SSE events per run, `{flat_load}` | {} | {} | {:.2} AG-UI events per A2A event |",
+        ds.frames / flat.direct.len(),
+        gs.frames / flat.gateway.len(),
+        gs.frames as f64 / ds.frames as f64
     );
     println!(
-        "| time to last event, paced (ms) | {:.1} | {:.1} | {:.2}x (target <= 1.10x) |",
+        "| time to last event, paced (ms) | {:.1} | {:.1} | {:.2}x |",
         dps.last_ms,
         gps.last_ms,
         gps.last_ms / dps.last_ms
     );
     println!(
-        "| latency per event p50 (us) | {:.0} | {:.0} | {:+.0} us |",
+        "| latency per event p50, paced (us) | {:.0} | {:.0} | {:+.0} us |",
         dps.p50,
         gps.p50,
         gps.p50 - dps.p50
     );
     println!(
-        "| latency per event p99 (us) | {:.0} | {:.0} | {:+.0} us |",
+        "| latency per event p99, paced (us) | {:.0} | {:.0} | {:+.0} us |",
         dps.p99,
         gps.p99,
         gps.p99 - dps.p99
     );
     println!(
-        "| gateway peak RSS (MiB) | - | {:.1} | |",
+        "| gateway peak RSS over the loads above (MiB) | - | {:.1} | |",
         peak as f64 / 1024.0
     );
-    println!("| gateway RSS, idle -> {idle} open idle streams (MiB) | - | {:.1} -> {:.1} | +{extra_mib:.1} MiB (target < 64) |", before as f64 / 1024.0, during as f64 / 1024.0);
     println!(
-        "| memory per open stream (KiB) | - | {:.1} | |",
-        during.saturating_sub(before) as f64 / idle as f64
+        "| gateway RSS, idle after one run (MiB) | - | {:.1} | |",
+        idle.idle_kib as f64 / 1024.0
     );
+    idle.table_rows();
+    ticking.table_rows();
 }

@@ -5,7 +5,6 @@
 //! failure is one `RUN_ERROR` event (produced by [`crate::run`]). Anything upstream — even
 //! an unreachable agent — is reported in the stream, never as an HTTP error.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +14,6 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use bytes::Bytes;
-use futures::{Stream, StreamExt};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
@@ -24,14 +21,15 @@ use crate::agui::RunAgentInput;
 use crate::binding::BindingStore;
 use crate::bridge::request;
 use crate::config::{Limits, TimeoutSettings};
+use crate::error::RequestError;
 use crate::redact::Shown;
 use crate::registry::Registry;
 use crate::run::{self, RunRequest};
 
 pub mod listener;
+pub mod sse;
 
-/// Interval of SSE keep-alive comments on run streams.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+use sse::SseBody;
 
 /// Shared state of the handlers.
 #[derive(Clone)]
@@ -47,58 +45,10 @@ pub struct AppState {
     pub cors_origins: Vec<HeaderValue>,
 }
 
-/// A request problem, reported before any stream starts.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
-    #[error("no agent named {0:?} is configured")]
-    UnknownAgent(String),
-    #[error("{0}")]
-    Malformed(String),
-    #[error("{message}")]
-    Invalid { code: &'static str, message: String },
-    #[error("request body exceeds limits.max_body_bytes ({0} bytes)")]
-    TooLarge(usize),
-    #[error("state exceeds limits.max_state_bytes ({0} bytes)")]
-    StateTooLarge(usize),
-    #[error("the request body did not arrive within timeouts.body_read ({0} ms)")]
-    BodyTimeout(u128),
-    #[error("expected Content-Type: application/json")]
-    UnsupportedMediaType,
-    #[error("the gateway is running limits.max_concurrent_runs ({0}) runs; retry later")]
-    Busy(usize),
-}
-
-impl ApiError {
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
-        match self {
-            Self::UnknownAgent(_) => (StatusCode::NOT_FOUND, "unknown_agent"),
-            Self::Malformed(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
-            Self::Invalid { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
-            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
-            Self::StateTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "state_too_large"),
-            Self::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
-            Self::UnsupportedMediaType => {
-                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
-            }
-            Self::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_runs"),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
+impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
-        let (status, code) = self.status_and_code();
-        let body = json!({"error": {"code": code, "message": self.to_string()}});
-        (status, Json(body)).into_response()
-    }
-}
-
-impl From<request::InvalidInput> for ApiError {
-    fn from(e: request::InvalidInput) -> Self {
-        Self::Invalid {
-            code: e.code,
-            message: e.message,
-        }
+        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        (self.status(), Json(body)).into_response()
     }
 }
 
@@ -121,12 +71,7 @@ pub fn router(state: AppState) -> Router {
         .route("/agents/{name}", post(run_agent).get(get_agent))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
-        .fallback(|| async {
-            (
-                StatusCode::NOT_FOUND,
-                Json(json!({"error": {"code": "not_found", "message": "no such route"}})),
-            )
-        })
+        .fallback(|| async { RequestError::NoRoute })
         .layer(cors)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
@@ -139,8 +84,11 @@ async fn list_agents(State(s): State<AppState>) -> Json<serde_json::Value> {
 async fn get_agent(
     State(s): State<AppState>,
     Path(name): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    let agent = s.registry.get(&name).ok_or(ApiError::UnknownAgent(name))?;
+) -> Result<Json<serde_json::Value>, RequestError> {
+    let agent = s
+        .registry
+        .get(&name)
+        .ok_or(RequestError::UnknownAgent(name))?;
     Ok(Json(agent.detail()))
 }
 
@@ -167,21 +115,21 @@ fn is_json(req: &Request) -> bool {
 
 /// A body over the limit is a 413; one that could not be read at all (the client went away
 /// mid-upload) a 400.
-fn body_error(e: &axum::Error, limit: usize) -> ApiError {
+fn body_error(e: &axum::Error, limit: usize) -> RequestError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
         if err.is::<http_body_util::LengthLimitError>() {
-            return ApiError::TooLarge(limit);
+            return RequestError::BodyTooLarge(limit);
         }
         source = err.source();
     }
-    ApiError::Malformed(format!("could not read the request body: {e}"))
+    RequestError::MalformedJson(format!("could not read the request body: {e}"))
 }
 
 /// Parses a run body: a JSON syntax error is a 400, a JSON that is not a `RunAgentInput`
 /// a 422 naming the problem, a `state` over `limits.max_state_bytes` a 413 (measured on
 /// the raw text before anything is built from it), an id over `limits.max_id_bytes` a 422.
-pub fn parse_input(body: &[u8], limits: &Limits) -> Result<RunAgentInput, ApiError> {
+pub fn parse_input(body: &[u8], limits: &Limits) -> Result<RunAgentInput, RequestError> {
     /// Only the state's extent: its text is skipped, not parsed into values.
     #[derive(serde::Deserialize)]
     struct StateExtent<'a> {
@@ -193,20 +141,17 @@ pub fn parse_input(body: &[u8], limits: &Limits) -> Result<RunAgentInput, ApiErr
         .state
         .is_some_and(|s| s.get().len() > limits.max_state_bytes)
     {
-        return Err(ApiError::StateTooLarge(limits.max_state_bytes));
+        return Err(RequestError::StateTooLarge(limits.max_state_bytes));
     }
     let input: RunAgentInput = serde_json::from_slice(body).map_err(json_error)?;
     request::check_ids(&input, limits.max_id_bytes)?;
     Ok(input)
 }
 
-fn json_error(e: serde_json::Error) -> ApiError {
+fn json_error(e: serde_json::Error) -> RequestError {
     match e.classify() {
-        serde_json::error::Category::Data => ApiError::Invalid {
-            code: "invalid_run_input",
-            message: format!("not a RunAgentInput: {e}"),
-        },
-        _ => ApiError::Malformed(format!("body is not valid JSON: {e}")),
+        serde_json::error::Category::Data => RequestError::InvalidRunInput(e.to_string()),
+        _ => RequestError::MalformedJson(format!("body is not valid JSON: {e}")),
     }
 }
 
@@ -215,22 +160,25 @@ async fn run_agent(
     State(s): State<AppState>,
     Path(name): Path<String>,
     req: Request,
-) -> Result<Response, ApiError> {
-    let agent = s.registry.get(&name).ok_or(ApiError::UnknownAgent(name))?;
+) -> Result<Response, RequestError> {
+    let agent = s
+        .registry
+        .get(&name)
+        .ok_or(RequestError::UnknownAgent(name))?;
     if !is_json(&req) {
-        return Err(ApiError::UnsupportedMediaType);
+        return Err(RequestError::UnsupportedMediaType);
     }
     // The slot first: a body in memory is part of a run's cost (DESIGN §9).
     let permit = s
         .runs
         .clone()
         .try_acquire_owned()
-        .map_err(|_| ApiError::Busy(s.limits.max_concurrent_runs))?;
+        .map_err(|_| RequestError::TooManyRuns(s.limits.max_concurrent_runs))?;
     let limit = s.limits.max_body_bytes;
     let read = axum::body::to_bytes(req.into_body(), limit);
     let body = tokio::time::timeout(s.timeouts.body_read, read)
         .await
-        .map_err(|_| ApiError::BodyTimeout(s.timeouts.body_read.as_millis()))?
+        .map_err(|_| RequestError::BodyTimeout(s.timeouts.body_read))?
         .map_err(|e| body_error(&e, limit))?;
     let input = parse_input(&body, &s.limits)?;
     drop(body);
@@ -247,7 +195,7 @@ async fn run_agent(
         permit,
         stop: s.stop.clone(),
     });
-    let mut resp = Response::new(Body::from_stream(with_keep_alive(events, KEEP_ALIVE)));
+    let mut resp = Response::new(Body::from_stream(SseBody::new(events, sse::KEEP_ALIVE)));
     let headers = resp.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -256,22 +204,6 @@ async fn run_agent(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(resp)
-}
-
-/// The run's SSE chunks, with a `: keep-alive` comment after every `interval` of silence
-/// (comment lines are ignored by SSE parsers, `@ag-ui/client` included).
-fn with_keep_alive(
-    events: impl Stream<Item = Bytes> + Send + Unpin + 'static,
-    interval: Duration,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-    futures::stream::unfold(events, move |mut events| async move {
-        let item = match tokio::time::timeout(interval, events.next()).await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => return None,
-            Err(_) => Bytes::from_static(b": keep-alive\n\n"),
-        };
-        Some((Ok(item), events))
-    })
 }
 
 #[cfg(test)]
@@ -304,22 +236,6 @@ mod tests {
             stop: tokio::sync::watch::channel(false).1,
             cors_origins: vec![HeaderValue::from_static("https://app.example")],
         }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn quiet_streams_get_keep_alive_comments_and_end_with_the_run() {
-        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
-        let events = tokio_stream::wrappers::ReceiverStream::new(rx);
-        let mut body = Box::pin(with_keep_alive(events, KEEP_ALIVE));
-        let first = body.next().await.unwrap().unwrap();
-        assert_eq!(&first[..], b": keep-alive\n\n");
-        tx.send(Bytes::from_static(b"data: {}\n\n")).await.unwrap();
-        assert_eq!(&body.next().await.unwrap().unwrap()[..], b"data: {}\n\n");
-        drop(tx);
-        assert!(
-            body.next().await.is_none(),
-            "the body ends when the run does"
-        );
     }
 
     #[tokio::test]

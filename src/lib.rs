@@ -10,7 +10,8 @@
 //!   recovery, and the terminal-event guarantee.
 //! - [`registry`]: configured agents, their cards, readiness.
 //! - [`binding`]: the threadId -> contextId binding store.
-//! - [`http`]: thin axum handlers and the error format.
+//! - [`error`]: the error vocabulary: request errors (HTTP) and run errors (`RUN_ERROR`).
+//! - [`http`]: thin axum handlers, the accept loop and the SSE body.
 //! - [`config`]: file + flags -> validated [`config::Settings`].
 //! - [`redact`]: what may be shown or logged (userinfo, foreign strings).
 //! - [`demo`]: the embedded demo A2A agent (`--demo`).
@@ -23,6 +24,7 @@ pub mod binding;
 pub mod bridge;
 pub mod config;
 pub mod demo;
+pub mod error;
 pub mod http;
 pub mod redact;
 pub mod registry;

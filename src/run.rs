@@ -1,44 +1,47 @@
 //! One AG-UI run, end to end: the only async orchestration in the gateway.
 //!
-//! A run is a task owned by its SSE response body ([`RunBody`]): it makes the upstream A2A
-//! calls and feeds a bounded channel the body drains; a body dropped early (the client
-//! left) aborts the run and its upstream request. It guarantees the AG-UI envelope whatever
-//! happens upstream or inside the gateway: `RUN_STARTED` first, exactly one `RUN_FINISHED`
-//! or `RUN_ERROR` last (a panic still ends in `RUN_ERROR`). Timeouts (first event, idle, whole run) and limits
-//! (events per run) live here, not in an HTTP layer, because the route streams. A dropped
-//! upstream stream of an unfinished task is resubscribed (bounded, with backoff) and the
-//! projector's dedup by messageId keeps recovered text from repeating. A client disconnect
-//! does not cancel the A2A task unless the agent's `cancel_on_disconnect` says so.
+//! A run is a task owned by its response stream ([`RunEvents`]): it makes the upstream A2A
+//! calls, feeds the projector, and hands each upstream event's AG-UI events to the response
+//! as one batch over a bounded channel (framing is the HTTP layer's). A stream dropped early
+//! (the client left) aborts the run and its upstream request.
+//!
+//! What lives here and nowhere else: timeouts between upstream events (first event, idle,
+//! whole run) and the events-per-run limit (the route streams, so no HTTP layer can time
+//! it); recovery of a dropped upstream stream (resubscribe, bounded, with backoff; the
+//! projector keeps recovered text from repeating); cancel-on-disconnect; binding the thread
+//! to its context. What does not: any translation (the projector), any rule of the envelope.
+//! The projector is the one record of whether the run started and ended; whatever happens —
+//! an upstream failure, a timeout, shutdown, even a panic — the run ends through
+//! [`Projector::fail`], so the client gets `RUN_STARTED` + `STATE_SNAPSHOT` first and exactly
+//! one terminal event last.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::a2a::client::{ClientError, EventStream};
-use crate::a2a::model::{StreamEvent, Task};
+use crate::a2a::model::{OutgoingMessage, StreamEvent};
 use crate::a2a::rpc_code;
+use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
 use crate::binding::BindingStore;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::StateLimits;
-use crate::bridge::{codes, history, Projector, RunFrame};
+use crate::bridge::{Projector, RunFrame};
 use crate::config::{ContextIds, Limits, TimeoutSettings};
+use crate::error::RunError;
 use crate::redact::Shown;
 use crate::registry::{Agent, Registry, Resolved};
 
 /// Resubscribe attempts after the upstream stream drops.
 const RECOVERY_ATTEMPTS: u32 = 3;
-/// SSE chunks buffered between the run and its response body (each one upstream event's
-/// worth, so at most this many events are held for a slow client).
+/// Event batches buffered between the run and its response (one upstream event's worth
+/// each, so at most this many upstream events are held for a slow client).
 const CHANNEL_CAPACITY: usize = 16;
-/// Ready chunks are merged into one write up to this size.
-const MAX_MERGED_CHUNK: usize = 64 * 1024;
 
 /// Everything a run needs, handed over by the HTTP handler.
 pub struct RunRequest {
@@ -55,18 +58,15 @@ pub struct RunRequest {
     pub stop: tokio::sync::watch::Receiver<bool>,
 }
 
-/// The client went away; stop quietly.
+/// The client went away (or read nothing for `timeouts.client_write`); stop quietly.
 struct Disconnected;
 
-/// Sends events to the response, remembering what the envelope guarantee needs. The
-/// events of one upstream event travel as one SSE chunk (one channel hop, one write).
+/// Hands event batches to the response.
 #[derive(Clone)]
 struct Sink {
-    tx: mpsc::Sender<Bytes>,
-    started: Arc<AtomicBool>,
-    ended: Arc<AtomicBool>,
+    tx: mpsc::Sender<Vec<Event>>,
     /// `timeouts.client_write`: a client that takes nothing for this long is gone. (The
-    /// connection's own write timeout closes it; this ends the run even if it did not.)
+    /// connection's write timeout closes it; this ends the run even if it did not.)
     client_write: Duration,
 }
 
@@ -75,17 +75,7 @@ impl Sink {
         if events.is_empty() {
             return Ok(());
         }
-        let mut chunk = Vec::with_capacity(256 * events.len());
-        for e in &events {
-            if matches!(e, Event::RunStarted { .. }) {
-                self.started.store(true, Ordering::Relaxed);
-            }
-            if e.is_terminal() {
-                self.ended.store(true, Ordering::Relaxed);
-            }
-            encode_sse(e, &mut chunk);
-        }
-        match tokio::time::timeout(self.client_write, self.tx.send(Bytes::from(chunk))).await {
+        match tokio::time::timeout(self.client_write, self.tx.send(events)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Disconnected),
             Err(_) => {
@@ -96,20 +86,11 @@ impl Sink {
     }
 }
 
-/// Appends one SSE frame: `data: <compact JSON>\n\n`, LF only (CRLF breaks
-/// `@ag-ui/client`, agui.md §5.2). Compact JSON has no raw newlines, so one `data:` line.
-fn encode_sse(event: &Event, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"data: ");
-    crate::agui::event::encode_into(event, out);
-    out.extend_from_slice(b"\n\n");
-}
-
-/// The SSE body of one run. Reading the upstream and projecting run on the run's task while
-/// the connection writes, so under load the events that piled up leave in one write.
-pub struct RunBody {
+/// The AG-UI event batches of one run, in order. Dropping it early aborts the run.
+pub struct RunEvents {
     /// The run's task, aborted (with its upstream request) if the client leaves first.
     run: Option<tokio::task::JoinHandle<()>>,
-    rx: mpsc::Receiver<Bytes>,
+    rx: mpsc::Receiver<Vec<Event>>,
     /// The task to cancel if the client leaves first (`cancel_on_disconnect`).
     cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
 }
@@ -119,34 +100,20 @@ struct CancelOnDrop {
     task_id: String,
 }
 
-impl Stream for RunBody {
-    type Item = Bytes;
+impl Stream for RunEvents {
+    type Item = Vec<Event>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        let first = match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(chunk)) => chunk,
-            Poll::Ready(None) => {
-                // The run is over and its sender dropped: whatever was left has been sent.
-                self.run = None;
-                return Poll::Ready(None);
-            }
-            Poll::Pending => return Poll::Pending,
-        };
-        // Hand over everything else already waiting as the same write: under load that is
-        // one write for many events, and it never waits for more.
-        let mut merged: Option<Vec<u8>> = None;
-        while let Ok(chunk) = self.rx.try_recv() {
-            let buf = merged.get_or_insert_with(|| first.to_vec());
-            buf.extend_from_slice(&chunk);
-            if buf.len() >= MAX_MERGED_CHUNK {
-                break;
-            }
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Vec<Event>>> {
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(None) = polled {
+            // The run is over and its sender dropped: whatever was left has been handed on.
+            self.run = None;
         }
-        Poll::Ready(Some(merged.map_or(first, Bytes::from)))
+        polled
     }
 }
 
-impl Drop for RunBody {
+impl Drop for RunEvents {
     fn drop(&mut self) {
         let Some(run) = self.run.take() else { return };
         if run.is_finished() {
@@ -172,73 +139,69 @@ impl Drop for RunBody {
     }
 }
 
-/// Starts the run and returns its SSE byte stream (keep-alives are the caller's).
-pub fn start(req: RunRequest) -> RunBody {
+/// Starts the run; its events arrive in batches on the returned stream.
+pub fn start(req: RunRequest) -> RunEvents {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let sink = Sink {
         tx,
-        started: Arc::default(),
-        ended: Arc::default(),
         client_write: req.timeouts.client_write,
     };
-    let guard = sink.clone();
     let cancel_on_drop = Arc::new(Mutex::new(None));
-    let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
-    let run = drive(req, sink, cancel_on_drop.clone());
-    let producer = async move {
-        let outcome = std::panic::AssertUnwindSafe(run).catch_unwind().await;
-        if outcome.is_err() {
-            tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
-        }
-        // Whatever happened, the client gets a terminal event.
-        if !guard.ended.load(Ordering::Relaxed) {
-            let mut events = Vec::new();
-            if !guard.started.load(Ordering::Relaxed) {
-                events.push(Event::RunStarted {
-                    thread_id,
-                    run_id,
-                    metadata: None,
-                });
-            }
-            events.push(Event::run_error(
-                codes::INTERNAL,
-                "the gateway failed while running this request",
-            ));
-            let _ = guard.emit(events).await;
-        }
-    };
-    RunBody {
-        run: Some(tokio::spawn(producer)),
+    let run = tokio::spawn(drive(req, sink, cancel_on_drop.clone()));
+    RunEvents {
+        run: Some(run),
         rx,
         cancel_on_drop,
     }
 }
 
+/// Prepares and executes the run, ending it through the projector whatever happens.
 async fn drive(req: RunRequest, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
+    let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
     let run_timeout = req.timeouts.run;
     let mut stop = req.stop.clone();
-    let mut run = Run::prepare(req, sink, cancel_on_drop).await;
-    let ended = tokio::select! {
-        result = tokio::time::timeout(run_timeout, run.execute()) => result.err().map(|_| {
-            let ms = run_timeout.as_millis();
-            (codes::TIMEOUT, format!("the run exceeded timeouts.run ({ms} ms)"))
-        }),
-        _ = stop.wait_for(|stopped| *stopped) => Some((
-            codes::SHUTDOWN,
-            "the gateway is shutting down; the A2A task goes on and can be reattached".to_owned(),
-        )),
+    let prepared = std::panic::AssertUnwindSafe(Run::prepare(req, sink.clone(), cancel_on_drop))
+        .catch_unwind()
+        .await;
+    let mut run = match prepared {
+        Ok(run) => run,
+        Err(_) => {
+            tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
+            let mut projector = Projector::new(RunFrame {
+                thread_id,
+                run_id,
+                ..RunFrame::default()
+            });
+            let _ = sink.emit(projector.fail(&RunError::Internal)).await;
+            return;
+        }
     };
-    if let Some((code, message)) = ended {
-        let events = run.projector.fail(code, &message);
-        let _ = run.sink.emit(events).await;
-    }
+    let executed = std::panic::AssertUnwindSafe(run.execute()).catch_unwind();
+    let ended = tokio::select! {
+        result = tokio::time::timeout(run_timeout, executed) => match result {
+            Ok(Ok(_)) => None,
+            Ok(Err(_panic)) => {
+                tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
+                Some(RunError::Internal)
+            }
+            Err(_) => Some(RunError::UpstreamTimeout(format!(
+                "the run exceeded timeouts.run ({} ms)",
+                run_timeout.as_millis()
+            ))),
+        },
+        _ = stop.wait_for(|stopped| *stopped) => Some(RunError::Shutdown),
+    };
+    // Every path above ends the run; should one not have, it still gets its terminal event.
+    let error = ended.unwrap_or(RunError::Internal);
+    let events = run.projector.fail(&error);
+    let _ = run.sink.emit(events).await;
     run.disarm_cancel();
 }
 
 struct Run {
     thread_id: String,
     /// The client's transcript, for a complete `MESSAGES_SNAPSHOT` on reattach.
-    client_messages: Vec<crate::agui::input::Message>,
+    client_messages: Vec<ClientMessage>,
     agent: Arc<Agent>,
     registry: Arc<Registry>,
     bindings: Arc<BindingStore>,
@@ -259,26 +222,16 @@ struct Run {
     sent_message_id: Option<String>,
 }
 
-fn error_code(e: &ClientError) -> String {
-    match e {
-        ClientError::Unavailable(_) => codes::UPSTREAM_UNAVAILABLE.into(),
-        ClientError::Timeout(_) => codes::TIMEOUT.into(),
-        ClientError::Rpc(rpc) => codes::rpc(rpc.code),
-        ClientError::Invalid(_) | ClientError::Unsupported(..) => codes::UPSTREAM_INVALID.into(),
-        ClientError::EventTooLarge { .. } => codes::LIMIT_EXCEEDED.into(),
-    }
-}
-
+/// The upstream no longer takes input on this task: unknown, or finished (A2A 1.0 §3.3.2,
+/// transcripts §2.33-2.34).
 fn is_stale_task(e: &ClientError) -> bool {
-    // TaskNotFound, or a terminal task (A2A 1.0 §3.3.2, transcripts §2.33-2.34).
     matches!(e, ClientError::Rpc(rpc)
         if rpc.code == rpc_code::TASK_NOT_FOUND || rpc.code == rpc_code::UNSUPPORTED_OPERATION)
 }
 
 impl Run {
-    /// Resolves the context id (DESIGN §4 order: forwardedProps, state, binding store;
-    /// the threadId itself only for agents that accept client context ids) and builds
-    /// the projector.
+    /// Resolves the context id (DESIGN §4, [`crate::bridge::context`]) and builds the
+    /// projector. The client's state moves into the projector: it is never copied.
     async fn prepare(
         req: RunRequest,
         sink: Sink,
@@ -295,27 +248,20 @@ impl Run {
             permit,
             stop: _,
         } = req;
-        if plan.context_id.is_none() {
-            plan.context_id = bindings.get(&agent.settings.name, &input.thread_id).await;
+        let mut candidates = plan.context_candidates();
+        candidates.binding = bindings.get(&agent.settings.name, &input.thread_id).await;
+        if agent.settings.context_ids == ContextIds::Client {
+            candidates.thread_id = Some(input.thread_id.clone());
         }
-        if plan.context_id.is_none() && agent.settings.context_ids == ContextIds::Client {
-            plan.context_id = Some(input.thread_id.clone());
-        }
-        let task_id = match &plan.action {
-            Action::Send(m) => m.task_id.clone(),
-            Action::Cancel { task_id } | Action::Subscribe { task_id } => Some(task_id.clone()),
-            Action::Refuse(_) => None,
-        };
-        if let Action::Send(m) = &mut plan.action {
-            m.context_id = plan.context_id.clone();
-        }
+        let context_id = candidates.resolve().map(|(id, _)| id);
+        plan.bind_context(context_id.as_deref());
         let frame = RunFrame {
             thread_id: input.thread_id.clone(),
             run_id: input.run_id.clone(),
             v1_client: input.is_v1_client(),
             client_state: input.state.take(),
-            context_id: plan.context_id.clone(),
-            task_id,
+            context_id,
+            task_id: plan.task_id().map(str::to_owned),
             max_artifact_bytes: limits.max_artifact_bytes_per_run,
             max_text_bytes: limits.max_text_bytes_per_run,
             state_limits: StateLimits::from_config(&limits),
@@ -325,8 +271,8 @@ impl Run {
             },
         };
         Self {
-            thread_id: input.thread_id.clone(),
-            client_messages: input.messages.clone(),
+            thread_id: std::mem::take(&mut input.thread_id),
+            client_messages: std::mem::take(&mut input.messages),
             agent,
             registry,
             bindings,
@@ -344,19 +290,24 @@ impl Run {
         }
     }
 
-    async fn fail(&mut self, code: &str, message: &str) -> Result<(), Disconnected> {
-        let events = self.projector.fail(code, message);
+    async fn fail(&mut self, error: RunError) -> Result<(), Disconnected> {
+        let events = self.projector.fail(&error);
         self.sink.emit(events).await
     }
 
     async fn fail_with(&mut self, e: &ClientError) -> Result<(), Disconnected> {
-        self.fail(&error_code(e), &e.to_string()).await
+        self.fail(RunError::from(e)).await
+    }
+
+    /// Hands `events` on after the bookkeeping their ids allow.
+    async fn emit(&mut self, events: Vec<Event>) -> Result<(), Disconnected> {
+        self.after_apply().await;
+        self.sink.emit(events).await
     }
 
     async fn apply(&mut self, event: &StreamEvent) -> Result<(), Disconnected> {
         let events = self.projector.apply(event);
-        self.after_apply().await;
-        self.sink.emit(events).await
+        self.emit(events).await
     }
 
     /// Bookkeeping once ids are known: bind the thread to its context (DESIGN §4) and arm
@@ -402,14 +353,14 @@ impl Run {
         let early = self.projector.start();
         self.sink.emit(early).await?;
         if let Action::Refuse(reason) = &self.plan.action {
-            let message = reason.0.clone();
-            return self.fail(codes::BAD_RESUME, &message).await;
+            let error = RunError::InvalidResume(reason.0.clone());
+            return self.fail(error).await;
         }
         let upstream = match self.registry.resolve(&self.agent).await {
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("agent {} is not reachable: {e}", self.agent.settings.name);
-                return self.fail(codes::UPSTREAM_UNAVAILABLE, &msg).await;
+                return self.fail(RunError::UpstreamUnavailable(msg)).await;
             }
         };
         match self.plan.action.clone() {
@@ -442,17 +393,18 @@ impl Run {
     async fn send(
         &mut self,
         upstream: &Resolved,
-        message: &crate::a2a::model::OutgoingMessage,
+        message: &OutgoingMessage,
         streaming: bool,
     ) -> Result<(), ClientError> {
         let history = self.plan.options.history_length;
         if streaming {
             let open = upstream.client.stream_message(message, history);
-            let stream = match tokio::time::timeout(self.timeouts.first_event, open).await {
+            let first_event = self.timeouts.first_event;
+            let stream = match tokio::time::timeout(first_event, open).await {
                 Ok(r) => r?,
                 Err(_) => {
                     let _ = self
-                        .timeout_error("first_event", self.timeouts.first_event)
+                        .fail(RunError::timeout("first_event", first_event))
                         .await;
                     return Ok(());
                 }
@@ -470,15 +422,6 @@ impl Run {
         Ok(())
     }
 
-    /// `RUN_ERROR upstream_timeout` naming the `timeouts.<key>` setting that elapsed.
-    async fn timeout_error(&mut self, key: &str, ms: Duration) -> Result<(), Disconnected> {
-        let msg = format!(
-            "no event from the upstream within timeouts.{key} ({} ms)",
-            ms.as_millis()
-        );
-        self.fail(codes::TIMEOUT, &msg).await
-    }
-
     /// Reads an upstream stream into the projector until the run finishes.
     async fn pump(
         &mut self,
@@ -494,7 +437,7 @@ impl Run {
             };
             first = false;
             match tokio::time::timeout(wait, stream.next()).await {
-                Err(_) => return self.timeout_error(key, wait).await,
+                Err(_) => return self.fail(RunError::timeout(key, wait)).await,
                 Ok(Some(Ok(event))) => {
                     self.upstream_events += 1;
                     if self.upstream_events > self.limits.max_events_per_run {
@@ -502,7 +445,7 @@ impl Run {
                             "the upstream sent more than limits.max_events_per_run ({}) events",
                             self.limits.max_events_per_run
                         );
-                        return self.fail(codes::LIMIT_EXCEEDED, &msg).await;
+                        return self.fail(RunError::LimitExceeded(msg)).await;
                     }
                     self.apply(&event).await?;
                     if self.projector.is_finished() {
@@ -530,12 +473,8 @@ impl Run {
     /// backoff), or read the task if it finished meanwhile.
     async fn recover(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {
         let Some(task_id) = self.projector.task_id().map(str::to_owned) else {
-            return self
-                .fail(
-                    codes::UPSTREAM_STREAM_ENDED,
-                    "the upstream stream ended before any task or reply",
-                )
-                .await;
+            let msg = "the upstream stream ended before any task or reply".to_owned();
+            return self.fail(RunError::UpstreamStreamEnded(msg)).await;
         };
         let mut last_error = String::from("the upstream stream ended before the task finished");
         for attempt in 0..RECOVERY_ATTEMPTS {
@@ -550,11 +489,9 @@ impl Run {
                     if let Ok(Some(Ok(StreamEvent::Task(task)))) =
                         tokio::time::timeout(self.timeouts.first_event, stream.next()).await
                     {
-                        let events = self
-                            .projector
-                            .apply_recovered(&task, self.sent_message_id.as_deref());
-                        self.after_apply().await;
-                        self.sink.emit(events).await?;
+                        let sent = self.sent_message_id.as_deref();
+                        let events = self.projector.apply_recovered(&task, sent);
+                        self.emit(events).await?;
                         if self.projector.is_finished() {
                             return Ok(());
                         }
@@ -569,13 +506,11 @@ impl Run {
         }
         match upstream.client.get_task(&task_id, None).await {
             Ok(task) if task.status.state.is_terminal() || task.status.state.is_interrupted() => {
-                let events = self
-                    .projector
-                    .apply_recovered(&task, self.sent_message_id.as_deref());
-                self.after_apply().await;
-                self.sink.emit(events).await
+                let sent = self.sent_message_id.as_deref();
+                let events = self.projector.apply_recovered(&task, sent);
+                self.emit(events).await
             }
-            Ok(_) | Err(_) => self.fail(codes::UPSTREAM_STREAM_ENDED, &last_error).await,
+            Ok(_) | Err(_) => self.fail(RunError::UpstreamStreamEnded(last_error)).await,
         }
     }
 
@@ -597,37 +532,19 @@ impl Run {
         upstream: &Resolved,
         task_id: &str,
     ) -> Result<(), Disconnected> {
-        let task: Task = match upstream
-            .client
-            .get_task(task_id, self.plan.options.history_length)
-            .await
-        {
+        let history = self.plan.options.history_length;
+        let task = match upstream.client.get_task(task_id, history).await {
             Ok(t) => t,
             Err(e) => return self.fail_with(&e).await,
         };
-        let snapshot = StreamEvent::Task(task.clone());
-        self.projector.mark_shown(&task);
-        let mut events = self.projector.apply(&snapshot);
-        let messages = Event::MessagesSnapshot {
-            messages: history::merge(&self.client_messages, history::messages(&[&task])),
-        };
-        // MESSAGES_SNAPSHOT right after RUN_STARTED + STATE_SNAPSHOT.
-        let at = events
-            .iter()
-            .position(|e| matches!(e, Event::StateSnapshot { .. }))
-            .map_or(0, |i| i + 1);
-        events.insert(at, messages);
-        self.sink.emit(events).await?;
+        let events = self.projector.reattach(&task, &self.client_messages);
+        self.emit(events).await?;
         if self.projector.is_finished() {
             return Ok(());
         }
         if !upstream.streaming {
-            return self
-                .fail(
-                    codes::UPSTREAM_INVALID,
-                    "the agent does not stream; cannot follow its task",
-                )
-                .await;
+            let msg = "the agent does not stream; cannot follow its task".to_owned();
+            return self.fail(RunError::UpstreamInvalid(msg)).await;
         }
         match upstream.client.subscribe(task_id).await {
             Ok(stream) => self.pump(upstream, stream).await,

@@ -47,8 +47,10 @@ pub enum Event {
     TextMessageEnd {
         message_id: String,
     },
+    /// The whole state, already serialized: a snapshot is written once, never held as a
+    /// second copy of the document's value tree.
     StateSnapshot {
-        snapshot: Value,
+        snapshot: RawJson,
     },
     /// RFC 6902 operations, each applying cleanly to the state before it.
     StateDelta {
@@ -82,12 +84,23 @@ impl Event {
         matches!(self, Self::RunFinished { .. } | Self::RunError { .. })
     }
 
-    /// A `RUN_ERROR` with a machine-readable code.
+    /// A `RUN_ERROR` with a machine-readable code (from [`crate::error::RunError`]).
     pub fn run_error(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self::RunError {
             message: message.into(),
             code: Some(code.into()),
         }
+    }
+}
+
+/// JSON already serialized (compared by its text).
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
+pub struct RawJson(pub Box<serde_json::value::RawValue>);
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
     }
 }
 
@@ -131,7 +144,8 @@ pub fn encode(event: &Event) -> String {
     // Serializing these types cannot fail: every key is a string and no map is keyed by
     // anything else.
     serde_json::to_string(event).unwrap_or_else(|e| {
-        format!(r#"{{"type":"RUN_ERROR","message":"encoding failed: {e}","code":"internal"}}"#)
+        let code = crate::error::RunError::Internal.code();
+        format!(r#"{{"type":"RUN_ERROR","message":"encoding failed: {e}","code":"{code}"}}"#)
     })
 }
 

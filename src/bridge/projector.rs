@@ -13,14 +13,16 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use super::interrupt;
 use super::state::{self, add, layout, Op, Refusal, Shadow, StateLimits, Writer};
+use super::{history, interrupt};
 use crate::a2a::model::{
     Artifact, ArtifactUpdate, Message, Part, PartContent, Role, StatusUpdate, StreamEvent, Task,
     TaskState, TaskStatus,
 };
 use crate::agui::event::ASSISTANT;
+use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, Interrupt, Outcome};
+use crate::error::RunError;
 use json_patch::jsonptr::PointerBuf;
 
 /// What the projector needs to know about the run before the first upstream event.
@@ -43,25 +45,6 @@ pub struct RunFrame {
     pub state_limits: StateLimits,
     /// Interrupts this run answers: their activity moves to `stage: "resolved"`.
     pub resolves: Vec<String>,
-}
-
-/// Error codes of `RUN_ERROR` events (DESIGN §6).
-pub mod codes {
-    pub const TASK_FAILED: &str = "a2a_task_failed";
-    pub const TASK_REJECTED: &str = "a2a_task_rejected";
-    pub const UPSTREAM_UNAVAILABLE: &str = "upstream_unavailable";
-    pub const UPSTREAM_STREAM_ENDED: &str = "upstream_stream_ended";
-    pub const UPSTREAM_INVALID: &str = "upstream_invalid_response";
-    pub const LIMIT_EXCEEDED: &str = "limit_exceeded";
-    pub const TIMEOUT: &str = "upstream_timeout";
-    pub const BAD_RESUME: &str = "invalid_resume";
-    pub const SHUTDOWN: &str = "gateway_shutdown";
-    pub const INTERNAL: &str = "internal_error";
-
-    /// `a2a_error_<code>` for a JSON-RPC error from the upstream.
-    pub fn rpc(code: i64) -> String {
-        format!("a2a_error_{code}")
-    }
 }
 
 /// What was streamed of one agent message: open, or closed with a digest of its text
@@ -192,9 +175,34 @@ impl Projector {
         out
     }
 
+    /// Reattaches to a live task from its snapshot (`subscribeOnly`, DESIGN §5): the run's
+    /// start, a complete `MESSAGES_SNAPSHOT` (the client's messages merged with the task's
+    /// history, DESIGN §4), then the snapshot's state; messages already in the snapshot are
+    /// not streamed again.
+    pub fn reattach(&mut self, task: &Task, client_messages: &[ClientMessage]) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        if self.frame.context_id.is_none() {
+            self.frame.context_id = task.context_id.clone();
+        }
+        if self.frame.task_id.is_none() {
+            self.frame.task_id = Some(task.id.clone());
+        }
+        self.ensure_started(&mut out);
+        out.push(Event::MessagesSnapshot {
+            messages: history::merge(client_messages, history::messages(&[task])),
+        });
+        self.mark_shown(task);
+        self.on_task(task, &mut out);
+        end_at_terminal(&mut out);
+        out
+    }
+
     /// Records the agent messages of a task snapshot as already shown (they went out in a
     /// `MESSAGES_SNAPSHOT`), so projecting the snapshot does not stream them again.
-    pub fn mark_shown(&mut self, task: &Task) {
+    fn mark_shown(&mut self, task: &Task) {
         for m in task.history.iter().chain(task.status.message.iter()) {
             if m.role != Role::User && !m.message_id.is_empty() {
                 self.messages
@@ -244,7 +252,7 @@ impl Projector {
     }
 
     /// Ends the run with `RUN_ERROR` (no-op if already finished).
-    pub fn fail(&mut self, code: &str, message: &str) -> Vec<Event> {
+    pub fn fail(&mut self, error: &RunError) -> Vec<Event> {
         let mut out = Vec::new();
         if self.finished {
             return out;
@@ -252,7 +260,7 @@ impl Projector {
         self.ensure_started(&mut out);
         self.close_messages(&mut out);
         self.finished = true;
-        out.push(Event::run_error(code, message));
+        out.push(Event::run_error(error.code(), error.to_string()));
         out
     }
 
@@ -280,7 +288,7 @@ impl Projector {
             Err(Refusal::Invalid(reason)) => out.push(raw_event(
                 json!({"gatewayNote": "state patch skipped", "reason": reason, "patch": ops}),
             )),
-            Err(Refusal::Limit(reason)) => out.extend(self.fail(codes::LIMIT_EXCEEDED, &reason)),
+            Err(Refusal::Limit(reason)) => out.extend(self.fail(&RunError::LimitExceeded(reason))),
         }
     }
 
@@ -295,7 +303,7 @@ impl Projector {
             "the upstream sent more than limits.max_text_bytes_per_run ({} bytes) of text",
             self.frame.max_text_bytes
         );
-        out.extend(self.fail(codes::LIMIT_EXCEEDED, &msg));
+        out.extend(self.fail(&RunError::LimitExceeded(msg)));
         false
     }
 
@@ -396,11 +404,11 @@ impl Projector {
             TaskState::Canceled => self.finish_cancelled(out),
             TaskState::Failed => {
                 let m = message.unwrap_or_else(|| "The A2A task failed.".into());
-                out.extend(self.fail(codes::TASK_FAILED, &m));
+                out.extend(self.fail(&RunError::TaskFailed(m)));
             }
             TaskState::Rejected => {
                 let m = message.unwrap_or_else(|| "The A2A agent rejected the task.".into());
-                out.extend(self.fail(codes::TASK_REJECTED, &m));
+                out.extend(self.fail(&RunError::TaskRejected(m)));
             }
             TaskState::InputRequired | TaskState::AuthRequired => {
                 let context = context_id.or(self.frame.context_id.as_deref());
@@ -540,7 +548,7 @@ impl Projector {
                         snapshot: shadow.snapshot(),
                     }),
                     Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) => {
-                        out.extend(self.fail(codes::LIMIT_EXCEEDED, &reason))
+                        out.extend(self.fail(&RunError::LimitExceeded(reason)))
                     }
                 }
             }
@@ -626,7 +634,7 @@ impl Projector {
                 "artifacts of this run exceed limits.max_artifact_bytes_per_run ({} bytes)",
                 self.frame.max_artifact_bytes
             );
-            out.extend(self.fail(codes::LIMIT_EXCEEDED, &msg));
+            out.extend(self.fail(&RunError::LimitExceeded(msg)));
             return;
         }
         let key = if artifact.artifact_id.is_empty() {
@@ -651,7 +659,7 @@ impl Projector {
             if let Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) =
                 shadow.check_depth(&pointer)
             {
-                out.extend(self.fail(codes::LIMIT_EXCEEDED, &reason));
+                out.extend(self.fail(&RunError::LimitExceeded(reason)));
                 return;
             }
             let Some(parents) = shadow.parents_of(&pointer) else {

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::a2a::client::ClientError;
 use crate::a2a::model::{ProtocolVersion, RpcError};
 use crate::a2a::{parse_envelope, Reply};
 
@@ -82,7 +83,7 @@ fn project_with(path: &str, frame: RunFrame) -> Vec<Value> {
     for item in items(path) {
         match item {
             Item::Event(e) => out.extend(p.apply(&e)),
-            Item::Error(e) => out.extend(p.fail(&codes::rpc(e.code), &e.message)),
+            Item::Error(e) => out.extend(p.fail(&RunError::from(&ClientError::Rpc(e)))),
         }
         if p.is_finished() {
             break;
@@ -90,7 +91,7 @@ fn project_with(path: &str, frame: RunFrame) -> Vec<Value> {
     }
     match p.end_of_stream() {
         Some(events) => out.extend(events),
-        None => out.extend(p.fail(codes::UPSTREAM_STREAM_ENDED, "stream ended")),
+        None => out.extend(p.fail(&RunError::UpstreamStreamEnded("stream ended".into()))),
     }
     checked(&out)
 }
@@ -558,9 +559,13 @@ fn run_started_waits_for_the_context_unless_known() {
 #[test]
 fn failing_before_any_event_still_starts_the_run() {
     let mut p = Projector::new(frame(true));
-    let events = checked(&p.fail(codes::UPSTREAM_UNAVAILABLE, "connection refused"));
+    let refused = RunError::UpstreamUnavailable("connection refused".into());
+    let events = checked(&p.fail(&refused));
     assert_eq!(events[2]["code"], "upstream_unavailable");
-    assert!(p.fail("x", "y").is_empty(), "only one terminal event");
+    assert!(
+        p.fail(&RunError::Internal).is_empty(),
+        "only one terminal event"
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@ use super::state::ClientView;
 use crate::a2a::model::{OutgoingMessage, Part, PartContent};
 use crate::agui::input::{Message, ResumeEntry, ResumeStatus};
 use crate::agui::RunAgentInput;
+use crate::error::RequestError;
 
 /// How to talk to the upstream for this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,19 +31,8 @@ pub struct RunOptions {
     pub history_length: Option<u32>,
 }
 
-/// A request problem found before the stream starts (HTTP 422).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct InvalidInput {
-    pub code: &'static str,
-    pub message: String,
-}
-
-fn invalid(code: &'static str, message: impl Into<String>) -> InvalidInput {
-    InvalidInput {
-        code,
-        message: message.into(),
-    }
+fn bad_props(message: impl Into<String>) -> RequestError {
+    RequestError::InvalidForwardedProps(message.into())
 }
 
 /// What the run does upstream.
@@ -62,8 +52,8 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub options: RunOptions,
-    /// Resolved context id, if any source named one (DESIGN §4 order, minus the stores).
-    pub context_id: Option<String>,
+    /// `state.a2a.contextId`, for the resolution of DESIGN §4 ([`super::context`]).
+    pub state_context_id: Option<String>,
     pub action: Action,
     /// Interrupts this run resolves (ids), for the activity/state bookkeeping.
     pub resolves: Vec<String>,
@@ -72,20 +62,47 @@ pub struct Plan {
     pub task_from_state: bool,
 }
 
+impl Plan {
+    /// The context candidates this plan knows (DESIGN §4); the run adds the binding store's.
+    pub fn context_candidates(&self) -> super::context::ContextCandidates {
+        super::context::ContextCandidates {
+            forwarded_props: self.options.context_id.clone(),
+            client_state: self.state_context_id.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Sends the message (if any) in the resolved context: the one place the outgoing
+    /// message learns its contextId.
+    pub fn bind_context(&mut self, context_id: Option<&str>) {
+        if let Action::Send(m) = &mut self.action {
+            m.context_id = context_id.map(str::to_owned);
+        }
+    }
+
+    /// The task this run acts on, if it is known before any event.
+    pub fn task_id(&self) -> Option<&str> {
+        match &self.action {
+            Action::Send(m) => m.task_id.as_deref(),
+            Action::Cancel { task_id } | Action::Subscribe { task_id } => Some(task_id),
+            Action::Refuse(_) => None,
+        }
+    }
+}
+
 impl RunOptions {
     /// Parses `forwardedProps.a2a`; wrong types are a 422, unknown keys are ignored.
-    pub fn parse(input: &RunAgentInput) -> Result<Self, InvalidInput> {
+    pub fn parse(input: &RunAgentInput) -> Result<Self, RequestError> {
         let Some(props) = input.a2a_props() else {
             return Ok(Self::default());
         };
-        let string = |key: &str| -> Result<Option<String>, InvalidInput> {
+        let string = |key: &str| -> Result<Option<String>, RequestError> {
             match props.get(key) {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-                Some(_) => Err(invalid(
-                    "invalid_forwarded_props",
-                    format!("forwardedProps.a2a.{key} must be a non-empty string"),
-                )),
+                Some(_) => Err(bad_props(format!(
+                    "forwardedProps.a2a.{key} must be a non-empty string"
+                ))),
             }
         };
         let mode = match string("mode")?.as_deref() {
@@ -93,20 +110,16 @@ impl RunOptions {
             Some("stream") => Some(Mode::Stream),
             Some("send") => Some(Mode::Send),
             Some(other) => {
-                return Err(invalid(
-                    "invalid_forwarded_props",
-                    format!(
-                        "forwardedProps.a2a.mode must be \"stream\" or \"send\", not {other:?}"
-                    ),
-                ))
+                return Err(bad_props(format!(
+                    "forwardedProps.a2a.mode must be \"stream\" or \"send\", not {other:?}"
+                )))
             }
         };
         let subscribe_only = match props.get("subscribeOnly") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
             Some(_) => {
-                return Err(invalid(
-                    "invalid_forwarded_props",
+                return Err(bad_props(
                     "forwardedProps.a2a.subscribeOnly must be a boolean",
                 ))
             }
@@ -115,12 +128,7 @@ impl RunOptions {
             match props.get("historyLength") {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
-                    || {
-                        invalid(
-                            "invalid_forwarded_props",
-                            "forwardedProps.a2a.historyLength must be a non-negative integer",
-                        )
-                    },
+                    || bad_props("forwardedProps.a2a.historyLength must be a non-negative integer"),
                 )?),
             };
         Ok(Self {
@@ -146,7 +154,7 @@ fn pending_ids(input: &RunAgentInput) -> Option<Vec<String>> {
 
 /// Every id of the request within `limits.max_id_bytes` (DESIGN §9): threadId, runId,
 /// message ids, resumed interrupt ids, explicit A2A ids.
-pub fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), InvalidInput> {
+pub fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), RequestError> {
     let props = input.a2a_props();
     let prop = |key: &'static str| props.and_then(|p| p.get(key)?.as_str()).map(|v| (key, v));
     let fields = [
@@ -170,13 +178,11 @@ pub fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), InvalidInput> 
     .chain(prop("taskId"));
     for (field, id) in fields {
         if id.len() > max {
-            return Err(invalid(
-                "id_too_long",
-                format!(
-                    "{field} is {} bytes; limits.max_id_bytes is {max}",
-                    id.len()
-                ),
-            ));
+            return Err(RequestError::IdTooLong {
+                field,
+                len: id.len(),
+                max,
+            });
         }
     }
     Ok(())
@@ -240,39 +246,26 @@ fn content_part(item: &Value) -> Option<Part> {
 }
 
 /// Builds the run's plan. `Err` is a request problem (422 before the stream).
-pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
+pub fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
     let options = RunOptions::parse(input)?;
-    let context_id = options
-        .context_id
-        .clone()
-        .or_else(|| client_view(input).context_id().map(str::to_owned));
+    let state_context_id = client_view(input).context_id().map(str::to_owned);
     let user = latest_user_message(input);
     if options.subscribe_only {
         let task_id = options
             .task_id
             .clone()
             .or_else(|| client_view(input).task_id().map(str::to_owned))
-            .ok_or_else(|| {
-                invalid(
-                    "no_task",
-                    "subscribeOnly needs a task: forwardedProps.a2a.taskId or state.a2a.task.id",
-                )
-            })?;
+            .ok_or(RequestError::NoTask)?;
         return Ok(Plan {
             options,
-            context_id,
+            state_context_id,
             action: Action::Subscribe { task_id },
             resolves: Vec::new(),
             task_from_state: false,
         });
     }
     if input.resume.is_empty() {
-        let user = user.ok_or_else(|| {
-            invalid(
-                "no_user_message",
-                "messages holds no user message to send to the agent",
-            )
-        })?;
+        let user = user.ok_or(RequestError::NoUserMessage)?;
         // A client without resume support answers a waiting task with a plain message
         // (DESIGN §7, last rule).
         let from_state = client_view(input)
@@ -289,31 +282,28 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, InvalidInput> {
         let message = OutgoingMessage {
             message_id: user.id.clone(),
             parts: content_parts(user.content.as_ref()),
-            context_id: context_id.clone(),
+            context_id: None,
             task_id,
             metadata: None,
         };
         if message.parts.is_empty() {
-            return Err(invalid(
-                "empty_message",
-                "the latest user message has no content",
-            ));
+            return Err(RequestError::EmptyMessage);
         }
         return Ok(Plan {
             options,
-            context_id,
+            state_context_id,
             action: Action::Send(message),
             resolves,
             task_from_state,
         });
     }
-    let (action, resolves) = match resume_action(input, context_id.as_deref()) {
+    let (action, resolves) = match resume_action(input) {
         Ok(resumed) => resumed,
         Err(refusal) => (Action::Refuse(refusal), Vec::new()),
     };
     Ok(Plan {
         options,
-        context_id,
+        state_context_id,
         action,
         resolves,
         task_from_state: false,
@@ -328,10 +318,7 @@ pub struct BadResume(pub String);
 /// Turns `resume[]` into the upstream action. Every entry must be one of our interrupt ids,
 /// all for the same task, and (when the client's state lists open interrupts) cover all
 /// of them and name no other.
-fn resume_action(
-    input: &RunAgentInput,
-    context_id: Option<&str>,
-) -> Result<(Action, Vec<String>), BadResume> {
+fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<String>), BadResume> {
     let entries: &[ResumeEntry] = &input.resume;
     let mut task: Option<&str> = None;
     for e in entries {
@@ -393,7 +380,7 @@ fn resume_action(
     let message = OutgoingMessage {
         message_id,
         parts,
-        context_id: context_id.map(str::to_owned),
+        context_id: None,
         task_id: Some(task_id),
         metadata: None,
     };
@@ -430,16 +417,11 @@ mod tests {
     fn context_comes_from_props_then_state() {
         let base = json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "x"}],
             "state": {"a2a": {"contextId": "from-state"}}});
-        assert_eq!(
-            plan(&input(base.clone())).unwrap().context_id.as_deref(),
-            Some("from-state")
-        );
+        let resolved = |v: Value| plan(&input(v)).unwrap().context_candidates().resolve();
+        assert_eq!(resolved(base.clone()).unwrap().0, "from-state");
         let mut with_props = base;
         with_props["forwardedProps"] = json!({"a2a": {"contextId": "from-props"}});
-        assert_eq!(
-            plan(&input(with_props)).unwrap().context_id.as_deref(),
-            Some("from-props")
-        );
+        assert_eq!(resolved(with_props).unwrap().0, "from-props");
     }
 
     #[test]
@@ -448,9 +430,10 @@ mod tests {
             json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "yes"}],
             "state": {"a2a": {"contextId": "c", "task": {"id": "T", "state": "input-required"}}}}),
         );
-        let Action::Send(m) = plan(&i).unwrap().action else {
-            panic!()
-        };
+        let mut p = plan(&i).unwrap();
+        let context = p.context_candidates().resolve().map(|(c, _)| c);
+        p.bind_context(context.as_deref());
+        let Action::Send(m) = p.action else { panic!() };
         assert_eq!(m.task_id.as_deref(), Some("T"));
         assert_eq!(m.context_id.as_deref(), Some("c"));
     }
@@ -461,13 +444,13 @@ mod tests {
             json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "x"}],
             "forwardedProps": {"a2a": {"mode": "fast"}}}),
         );
-        assert_eq!(plan(&bad).unwrap_err().code, "invalid_forwarded_props");
+        assert_eq!(plan(&bad).unwrap_err().code(), "invalid_forwarded_props");
         let empty = input(json!({"threadId": "t", "runId": "r", "messages": []}));
-        assert_eq!(plan(&empty).unwrap_err().code, "no_user_message");
+        assert_eq!(plan(&empty).unwrap_err().code(), "no_user_message");
         let blank = input(
             json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "  "}]}),
         );
-        assert_eq!(plan(&blank).unwrap_err().code, "empty_message");
+        assert_eq!(plan(&blank).unwrap_err().code(), "empty_message");
     }
 
     #[test]
@@ -477,9 +460,9 @@ mod tests {
             "resume": [{"interruptId": "a2a:T:q", "status": "resolved", "payload": {"approved": true, "text": "yes"}}]}));
         let p = plan(&i).unwrap();
         assert_eq!(p.resolves, vec!["a2a:T:q".to_owned()]);
+        assert_eq!(p.state_context_id.as_deref(), Some("c"));
         let Action::Send(m) = p.action else { panic!() };
         assert_eq!(m.task_id.as_deref(), Some("T"));
-        assert_eq!(m.context_id.as_deref(), Some("c"));
         assert_eq!(m.parts[0], Part::text("yes"));
         assert!(
             matches!(&m.parts[1].content, PartContent::Data(d) if d["type"] == "a2a.input.response")
@@ -495,5 +478,34 @@ mod tests {
         let unknown = input(json!({"threadId": "t", "runId": "r", "messages": [],
             "resume": [{"interruptId": "nope", "status": "resolved", "payload": "y"}]}));
         assert!(matches!(plan(&unknown).unwrap().action, Action::Refuse(_)));
+    }
+
+    #[test]
+    fn ids_over_the_limit_are_refused_naming_the_field() {
+        let long = "x".repeat(300);
+        for (field, body) in [
+            (
+                "threadId",
+                json!({"threadId": long, "runId": "r", "messages": []}),
+            ),
+            (
+                "runId",
+                json!({"threadId": "t", "runId": long, "messages": []}),
+            ),
+            (
+                "messages[].id",
+                json!({"threadId": "t", "runId": "r", "messages": [{"id": long, "role": "user", "content": "x"}]}),
+            ),
+            (
+                "contextId",
+                json!({"threadId": "t", "runId": "r", "messages": [], "forwardedProps": {"a2a": {"contextId": long}}}),
+            ),
+        ] {
+            let e = check_ids(&input(body), 256).unwrap_err();
+            assert_eq!(e.code(), "id_too_long");
+            assert!(e.to_string().starts_with(field), "{e}");
+        }
+        let ok = json!({"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "user", "content": "x"}]});
+        assert!(check_ids(&input(ok), 256).is_ok());
     }
 }

@@ -31,6 +31,7 @@ use json_patch::{AddOperation, PatchOperation};
 use serde_json::{json, Map, Value};
 
 use crate::a2a::model::TaskState;
+use crate::agui::event::RawJson;
 
 /// One RFC 6902 operation.
 pub type Op = PatchOperation;
@@ -286,9 +287,15 @@ impl Shadow {
         }
     }
 
-    /// The whole document, for a `STATE_SNAPSHOT`.
-    pub fn snapshot(&self) -> Value {
-        self.doc.clone()
+    /// The whole document serialized, for a `STATE_SNAPSHOT` (no copy of the value tree).
+    pub fn snapshot(&self) -> RawJson {
+        // Serializing a `Value` cannot fail: its keys are strings.
+        RawJson(serde_json::value::to_raw_value(&self.doc).expect("a Value serializes"))
+    }
+
+    /// The document.
+    pub fn doc(&self) -> &Value {
+        &self.doc
     }
 
     /// `add {}` operations for every missing container above `pointer`, so that an `add`
@@ -479,8 +486,8 @@ mod tests {
             StateLimits::default(),
         );
         assert_eq!(
-            s.snapshot(),
-            json!({"app": 1, "view": {"x": 2, "artifacts": {}}, "a2a": {"pendingInterrupts": {}, "contextId": "c"}})
+            s.doc(),
+            &json!({"app": 1, "view": {"x": 2, "artifacts": {}}, "a2a": {"pendingInterrupts": {}, "contextId": "c"}})
         );
     }
 
@@ -527,7 +534,7 @@ mod tests {
     #[test]
     fn a_refused_or_failed_patch_leaves_the_document_unchanged() {
         let mut s = shadow();
-        let before = s.snapshot();
+        let before = s.doc().clone();
         let bad = ops(
             json!([{"op": "add", "path": "/x", "value": 1}, {"op": "add", "path": "/missing/y", "value": 1}]),
         );
@@ -535,7 +542,7 @@ mod tests {
             s.apply(&bad, Writer::Agent),
             Err(Refusal::Invalid(_))
         ));
-        assert_eq!(s.snapshot(), before);
+        assert_eq!(s.doc(), &before);
     }
 
     #[test]

@@ -1,31 +1,34 @@
 //! The demo agent's own A2A encoding, both versions (the gateway only decodes; a peer needs
 //! its own writer): 1.0 ProtoJSON member names and `TASK_STATE_*`, 0.3 `kind` tags and
-//! kebab-case states, and the JSON-RPC envelope.
+//! kebab-case states, and the JSON-RPC envelope. Pure functions of the task records; the
+//! error codes come from [`crate::a2a::rpc_code`].
 
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{now, AgentMessage, TaskRecord, Update};
+use super::now;
+use super::store::{AgentMessage, TaskRecord, Update};
 use crate::a2a::model::{ProtocolVersion, TaskState};
 
+/// A message with one text part; `user` picks the role.
 pub(super) fn message_json(
     v: ProtocolVersion,
-    m: &AgentMessage,
+    (id, text): (&str, &str),
     task_id: &str,
     ctx: &str,
     user: bool,
 ) -> Value {
     match v {
         ProtocolVersion::V1 => json!({
-            "messageId": m.id, "contextId": ctx, "taskId": task_id,
+            "messageId": id, "contextId": ctx, "taskId": task_id,
             "role": if user { "ROLE_USER" } else { "ROLE_AGENT" },
-            "parts": [{"text": m.text}],
+            "parts": [{"text": text}],
         }),
         ProtocolVersion::V0_3 => json!({
-            "kind": "message", "messageId": m.id, "contextId": ctx, "taskId": task_id,
+            "kind": "message", "messageId": id, "contextId": ctx, "taskId": task_id,
             "role": if user { "user" } else { "agent" },
-            "parts": [{"kind": "text", "text": m.text}],
+            "parts": [{"kind": "text", "text": text}],
         }),
     }
 }
@@ -47,7 +50,7 @@ pub(super) fn status_json(
 ) -> Value {
     let mut s = json!({"state": state_json(v, state), "timestamp": ts});
     if let Some(m) = msg {
-        s["message"] = message_json(v, m, task_id, ctx, false);
+        s["message"] = message_json(v, (&m.id, &m.text), task_id, ctx, false);
     }
     s
 }
@@ -63,17 +66,17 @@ pub(super) fn artifact_json(v: ProtocolVersion, id: &str, name: &str, texts: &[S
     json!({"artifactId": id, "name": name, "parts": parts})
 }
 
-pub(super) fn task_json(v: ProtocolVersion, id: &str, t: &TaskRecord) -> Value {
+/// A task with the last `history_length` turns of its history (all for `None`).
+pub(super) fn task_json(
+    v: ProtocolVersion,
+    id: &str,
+    t: &TaskRecord,
+    history_length: Option<usize>,
+) -> Value {
     let history: Vec<Value> = t
         .history
-        .iter()
-        .map(|turn| {
-            let m = AgentMessage {
-                id: turn.id.clone(),
-                text: turn.text.clone(),
-            };
-            message_json(v, &m, id, &t.context_id, turn.user)
-        })
+        .last(history_length)
+        .map(|turn| message_json(v, (&turn.id, &turn.text), id, &t.context_id, turn.user))
         .collect();
     let artifacts: Vec<Value> = t
         .artifacts

@@ -1,0 +1,81 @@
+//! The contextId of a run (DESIGN §4): the one place the resolution order is written.
+//!
+//! Explicit ids first (the client named the context), then what the gateway remembers, then
+//! the threadId itself where the agent accepts client context ids; otherwise none, and the
+//! A2A server mints one (late binding: `RUN_STARTED` waits for it).
+
+/// Where a run's contextId came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextSource {
+    /// `forwardedProps.a2a.contextId`.
+    ForwardedProps,
+    /// `state.a2a.contextId`, as the gateway projected it on an earlier run.
+    ClientState,
+    /// The binding store (owner + threadId -> contextId).
+    Binding,
+    /// The threadId itself (`context_ids: client` agents).
+    ThreadId,
+}
+
+/// Every source a run's contextId may come from.
+#[derive(Debug, Clone, Default)]
+pub struct ContextCandidates {
+    pub forwarded_props: Option<String>,
+    pub client_state: Option<String>,
+    pub binding: Option<String>,
+    /// The threadId, when the agent accepts client context ids.
+    pub thread_id: Option<String>,
+}
+
+impl ContextCandidates {
+    /// The first candidate in DESIGN §4 order.
+    pub fn resolve(self) -> Option<(String, ContextSource)> {
+        let ordered = [
+            (self.forwarded_props, ContextSource::ForwardedProps),
+            (self.client_state, ContextSource::ClientState),
+            (self.binding, ContextSource::Binding),
+            (self.thread_id, ContextSource::ThreadId),
+        ];
+        ordered
+            .into_iter()
+            .find_map(|(id, source)| id.map(|id| (id, source)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_ids_win_then_memory_then_the_thread() {
+        let all = ContextCandidates {
+            forwarded_props: Some("p".into()),
+            client_state: Some("s".into()),
+            binding: Some("b".into()),
+            thread_id: Some("t".into()),
+        };
+        assert_eq!(
+            all.clone().resolve().unwrap().1,
+            ContextSource::ForwardedProps
+        );
+        let no_props = ContextCandidates {
+            forwarded_props: None,
+            ..all.clone()
+        };
+        assert_eq!(no_props.clone().resolve().unwrap().0, "s");
+        let remembered = ContextCandidates {
+            client_state: None,
+            ..no_props
+        };
+        assert_eq!(
+            remembered.clone().resolve().unwrap().1,
+            ContextSource::Binding
+        );
+        let thread = ContextCandidates {
+            binding: None,
+            ..remembered
+        };
+        assert_eq!(thread.resolve().unwrap().1, ContextSource::ThreadId);
+        assert!(ContextCandidates::default().resolve().is_none());
+    }
+}

@@ -1,0 +1,212 @@
+//! The gateway's error vocabulary: the one home of every error code a client can see
+//! (DESIGN §3, §6, §9).
+//!
+//! Two regimes:
+//! - [`RequestError`]: a problem with the request itself, found before the stream starts;
+//!   an HTTP status and a JSON body `{"error": {"code", "message"}}` (rendered by `http`).
+//! - [`RunError`]: anything after the `200`, upstream or inside the gateway; exactly one
+//!   `RUN_ERROR {code, message}` event ends the stream.
+//!
+//! Codes are `snake_case` and stable: clients and tests match on them. Messages are ours;
+//! foreign text in them is cut and escaped ([`crate::redact`]).
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+
+use crate::a2a::client::ClientError;
+
+/// A request problem, reported before any stream starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("no agent named {0:?} is configured")]
+    UnknownAgent(String),
+    #[error("no such route")]
+    NoRoute,
+    #[error("{0}")]
+    MalformedJson(String),
+    #[error("not a RunAgentInput: {0}")]
+    InvalidRunInput(String),
+    #[error("{0}")]
+    InvalidForwardedProps(String),
+    #[error("subscribeOnly needs a task: forwardedProps.a2a.taskId or state.a2a.task.id")]
+    NoTask,
+    #[error("messages holds no user message to send to the agent")]
+    NoUserMessage,
+    #[error("the latest user message has no content")]
+    EmptyMessage,
+    #[error("{field} is {len} bytes; limits.max_id_bytes is {max}")]
+    IdTooLong {
+        field: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("request body exceeds limits.max_body_bytes ({0} bytes)")]
+    BodyTooLarge(usize),
+    #[error("state exceeds limits.max_state_bytes ({0} bytes)")]
+    StateTooLarge(usize),
+    #[error("the request body did not arrive within timeouts.body_read ({} ms)", .0.as_millis())]
+    BodyTimeout(Duration),
+    #[error("expected Content-Type: application/json")]
+    UnsupportedMediaType,
+    #[error("the gateway is running limits.max_concurrent_runs ({0}) runs; retry later")]
+    TooManyRuns(usize),
+}
+
+impl RequestError {
+    /// The machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownAgent(_) => "unknown_agent",
+            Self::NoRoute => "not_found",
+            Self::MalformedJson(_) => "malformed_json",
+            Self::InvalidRunInput(_) => "invalid_run_input",
+            Self::InvalidForwardedProps(_) => "invalid_forwarded_props",
+            Self::NoTask => "no_task",
+            Self::NoUserMessage => "no_user_message",
+            Self::EmptyMessage => "empty_message",
+            Self::IdTooLong { .. } => "id_too_long",
+            Self::BodyTooLarge(_) => "body_too_large",
+            Self::StateTooLarge(_) => "state_too_large",
+            Self::BodyTimeout(_) => "body_timeout",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::TooManyRuns(_) => "too_many_runs",
+        }
+    }
+
+    /// The HTTP status (exhaustive: a new variant must choose one).
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::UnknownAgent(_) | Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::MalformedJson(_) => StatusCode::BAD_REQUEST,
+            Self::InvalidRunInput(_)
+            | Self::InvalidForwardedProps(_)
+            | Self::NoTask
+            | Self::NoUserMessage
+            | Self::EmptyMessage
+            | Self::IdTooLong { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::BodyTooLarge(_) | Self::StateTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::TooManyRuns(_) => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+}
+
+/// Why a run ended in `RUN_ERROR`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// The A2A task `failed` (its status text, or ours).
+    #[error("{0}")]
+    TaskFailed(String),
+    /// The A2A task was `rejected`.
+    #[error("{0}")]
+    TaskRejected(String),
+    /// A JSON-RPC error from the upstream: code `a2a_error_<code>`.
+    #[error("{message}")]
+    Rpc { code: i64, message: String },
+    #[error("{0}")]
+    UpstreamUnavailable(String),
+    /// The stream ended with the task unfinished and it could not be recovered.
+    #[error("{0}")]
+    UpstreamStreamEnded(String),
+    /// The upstream answered something that is not A2A.
+    #[error("{0}")]
+    UpstreamInvalid(String),
+    #[error("{0}")]
+    UpstreamTimeout(String),
+    /// A configured limit was exceeded (events, text, artifacts, state, event size).
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// A resume that cannot be carried out (DESIGN §7).
+    #[error("{0}")]
+    InvalidResume(String),
+    #[error("the gateway is shutting down; the A2A task goes on and can be reattached")]
+    Shutdown,
+    #[error("the gateway failed while running this request")]
+    Internal,
+}
+
+impl RunError {
+    /// The `RUN_ERROR` code (DESIGN §6 table).
+    pub fn code(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
+            Self::TaskFailed(_) => "a2a_task_failed",
+            Self::TaskRejected(_) => "a2a_task_rejected",
+            Self::Rpc { code, .. } => return Cow::Owned(format!("a2a_error_{code}")),
+            Self::UpstreamUnavailable(_) => "upstream_unavailable",
+            Self::UpstreamStreamEnded(_) => "upstream_stream_ended",
+            Self::UpstreamInvalid(_) => "upstream_invalid_response",
+            Self::UpstreamTimeout(_) => "upstream_timeout",
+            Self::LimitExceeded(_) => "limit_exceeded",
+            Self::InvalidResume(_) => "invalid_resume",
+            Self::Shutdown => "gateway_shutdown",
+            Self::Internal => "internal_error",
+        })
+    }
+
+    /// `RUN_ERROR upstream_timeout` naming the `timeouts.<key>` setting that elapsed.
+    pub fn timeout(key: &str, after: Duration) -> Self {
+        Self::UpstreamTimeout(format!(
+            "no event from the upstream within timeouts.{key} ({} ms)",
+            after.as_millis()
+        ))
+    }
+}
+
+impl From<&ClientError> for RunError {
+    fn from(e: &ClientError) -> Self {
+        let message = e.to_string();
+        match e {
+            ClientError::Unavailable(_) => Self::UpstreamUnavailable(message),
+            ClientError::Timeout(_) => Self::UpstreamTimeout(message),
+            ClientError::Rpc(rpc) => Self::Rpc {
+                code: rpc.code,
+                message,
+            },
+            ClientError::Invalid(_) | ClientError::Unsupported(..) => {
+                Self::UpstreamInvalid(message)
+            }
+            ClientError::EventTooLarge { .. } => Self::LimitExceeded(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::model::RpcError;
+
+    #[test]
+    fn client_errors_map_to_their_codes() {
+        let rpc = ClientError::Rpc(RpcError {
+            code: -32001,
+            message: "Task not found".into(),
+            data: None,
+        });
+        assert_eq!(RunError::from(&rpc).code(), "a2a_error_-32001");
+        let timeout = ClientError::Timeout(Duration::from_millis(5));
+        assert_eq!(RunError::from(&timeout).code(), "upstream_timeout");
+        let big = ClientError::EventTooLarge { limit: 1 };
+        assert_eq!(RunError::from(&big).code(), "limit_exceeded");
+        assert_eq!(RunError::Internal.code(), "internal_error");
+    }
+
+    #[test]
+    fn request_errors_have_one_status_each() {
+        let e = RequestError::IdTooLong {
+            field: "threadId",
+            len: 300,
+            max: 256,
+        };
+        assert_eq!((e.status().as_u16(), e.code()), (422, "id_too_long"));
+        assert_eq!(RequestError::StateTooLarge(1).status().as_u16(), 413);
+        assert_eq!(
+            RequestError::BodyTimeout(Duration::from_secs(1))
+                .status()
+                .as_u16(),
+            408
+        );
+    }
+}

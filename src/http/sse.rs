@@ -1,0 +1,137 @@
+//! The SSE body of a run: AG-UI event batches framed as `data: <compact JSON>\n\n`, ready
+//! batches merged into one write, and a `: keep-alive` comment after each
+//! [`KEEP_ALIVE`] of silence.
+//!
+//! Framing is LF only (CRLF breaks `@ag-ui/client`, agui.md §5.2); compact JSON has no raw
+//! newlines, so every event is one `data:` line. Comment lines are ignored by SSE parsers,
+//! `@ag-ui/client` included. Under load the batches that piled up while the connection wrote
+//! leave in one write of up to [`MAX_MERGED_CHUNK`] bytes; it never waits for more.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::Stream;
+use std::future::Future;
+
+use crate::agui::Event;
+
+/// Interval of keep-alive comments on quiet run streams.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Ready batches are merged into one write up to this size.
+pub const MAX_MERGED_CHUNK: usize = 64 * 1024;
+const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
+
+/// Appends one SSE frame for `event` to `out`.
+pub fn encode_frame(event: &Event, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"data: ");
+    crate::agui::event::encode_into(event, out);
+    out.extend_from_slice(b"\n\n");
+}
+
+/// The SSE bytes of a stream of event batches.
+#[derive(Debug)]
+pub struct SseBody<S> {
+    batches: S,
+    interval: Duration,
+    keep_alive: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<S> SseBody<S> {
+    /// Frames `batches`, with a keep-alive comment after every `interval` of silence.
+    pub fn new(batches: S, interval: Duration) -> Self {
+        Self {
+            batches,
+            interval,
+            keep_alive: Box::pin(tokio::time::sleep(interval)),
+        }
+    }
+}
+
+impl<S: Stream<Item = Vec<Event>> + Unpin> Stream for SseBody<S> {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut chunk: Vec<u8> = Vec::new();
+        loop {
+            match Pin::new(&mut self.batches).poll_next(cx) {
+                Poll::Ready(Some(batch)) => {
+                    for event in &batch {
+                        encode_frame(event, &mut chunk);
+                    }
+                    if chunk.len() >= MAX_MERGED_CHUNK {
+                        break;
+                    }
+                }
+                Poll::Ready(None) if chunk.is_empty() => return Poll::Ready(None),
+                // What was gathered goes out now; the end is seen on the next poll.
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+        if !chunk.is_empty() {
+            let deadline = tokio::time::Instant::now() + self.interval;
+            self.keep_alive.as_mut().reset(deadline);
+            return Poll::Ready(Some(Ok(Bytes::from(chunk))));
+        }
+        if self.keep_alive.as_mut().poll(cx).is_ready() {
+            let deadline = tokio::time::Instant::now() + self.interval;
+            self.keep_alive.as_mut().reset(deadline);
+            return Poll::Ready(Some(Ok(Bytes::from_static(KEEP_ALIVE_COMMENT))));
+        }
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    fn finished() -> Event {
+        Event::RunFinished {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            outcome: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_streams_get_keep_alive_comments_and_end_with_the_run() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Vec<Event>>(4);
+        let batches = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let mut body = SseBody::new(batches, KEEP_ALIVE);
+        let first = body.next().await.unwrap().unwrap();
+        assert_eq!(&first[..], KEEP_ALIVE_COMMENT);
+        tx.send(vec![finished()]).await.unwrap();
+        assert_eq!(
+            &body.next().await.unwrap().unwrap()[..],
+            b"data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n"
+        );
+        drop(tx);
+        assert!(
+            body.next().await.is_none(),
+            "the body ends when the run does"
+        );
+    }
+
+    #[tokio::test]
+    async fn ready_batches_leave_in_one_write() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Vec<Event>>(8);
+        for _ in 0..3 {
+            tx.send(vec![finished()]).await.unwrap();
+        }
+        drop(tx);
+        let mut body = SseBody::new(tokio_stream::wrappers::ReceiverStream::new(rx), KEEP_ALIVE);
+        let chunk = body.next().await.unwrap().unwrap();
+        assert_eq!(
+            chunk
+                .split(|b| *b == b'\n')
+                .filter(|l| l.starts_with(b"data:"))
+                .count(),
+            3
+        );
+        assert!(body.next().await.is_none());
+    }
+}
