@@ -630,14 +630,23 @@ async fn memory_returns_near_its_start_after_a_burst_of_abuse() {
         );
     }
     let peak = vm_kib(gw.pid(), "VmHWM");
-    tokio::time::sleep(ms(3000)).await;
-    let end = vm_kib(gw.pid(), "VmRSS");
+    // What a burst freed goes back to the system over the allocator's decay (about ten
+    // seconds for jemalloc): wait for RSS to come back near its warm start.
+    let margin = 8 * 1024;
+    let freed = Instant::now();
+    let mut end = vm_kib(gw.pid(), "VmRSS");
+    while end > start + margin && freed.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(ms(500)).await;
+        end = vm_kib(gw.pid(), "VmRSS");
+    }
     println!(
-        "gateway RSS: {start} KiB warm, {end} KiB after {} abusive runs (peak {peak} KiB)",
-        outcomes.len()
+        "gateway RSS: {start} KiB warm, peak {peak} KiB during {} abusive runs, \
+         {end} KiB {:?} after",
+        outcomes.len(),
+        freed.elapsed()
     );
     assert!(
-        end <= start + 24 * 1024,
+        end <= start + margin,
         "RSS did not return near its start: {start} KiB -> {end} KiB (peak {peak} KiB)"
     );
     assert_run_finished(
