@@ -153,9 +153,6 @@ fn encode_message(
     if let Some(t) = &msg.task_id {
         obj.insert("taskId".into(), Value::from(t.as_str()));
     }
-    if let Some(m) = &msg.metadata {
-        obj.insert("metadata".into(), m.clone());
-    }
     Value::Object(obj)
 }
 

@@ -15,6 +15,7 @@ use crate::http::{self, AppState};
 use crate::registry::Registry;
 
 /// A built gateway, ready to serve.
+#[derive(Debug)]
 pub struct App {
     pub router: axum::Router,
     pub registry: Arc<Registry>,

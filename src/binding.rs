@@ -8,29 +8,29 @@
 use dashmap::DashMap;
 
 /// Bindings kept by the memory store before eviction.
-pub const MEMORY_CAPACITY: usize = 100_000;
+pub(crate) const MEMORY_CAPACITY: usize = 100_000;
 
 /// A binding store.
 #[derive(Debug, Default)]
-pub struct BindingStore {
+pub(crate) struct BindingStore {
     memory: DashMap<(String, String), String>,
 }
 
 impl BindingStore {
     /// An empty in-memory store.
-    pub fn memory() -> Self {
+    pub(crate) fn memory() -> Self {
         Self::default()
     }
 
     /// The contextId bound to `thread_id` on `agent`.
-    pub async fn get(&self, agent: &str, thread_id: &str) -> Option<String> {
+    pub(crate) async fn get(&self, agent: &str, thread_id: &str) -> Option<String> {
         self.memory
             .get(&(agent.to_owned(), thread_id.to_owned()))
             .map(|v| v.clone())
     }
 
     /// Binds `thread_id` on `agent` to `context_id`.
-    pub async fn put(&self, agent: &str, thread_id: &str, context_id: &str) {
+    pub(crate) async fn put(&self, agent: &str, thread_id: &str, context_id: &str) {
         if self.memory.len() >= MEMORY_CAPACITY {
             let victims: Vec<_> = self
                 .memory

@@ -2,11 +2,11 @@
 //! into AG-UI events, the shadow state it patches, interrupts, and the request side
 //! (RunAgentInput -> A2A message). No I/O, no clock, no randomness.
 
-pub mod context;
-pub mod history;
-pub mod interrupt;
-pub mod projector;
-pub mod request;
-pub mod state;
+pub(crate) mod context;
+pub(crate) mod history;
+pub(crate) mod interrupt;
+pub(crate) mod projector;
+pub(crate) mod request;
+pub(crate) mod state;
 
-pub use projector::{Projector, RunFrame};
+pub(crate) use projector::{Projector, RunFrame};

@@ -239,7 +239,7 @@ pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     if is_toml {
         toml::from_str(&text).map_err(|e| err(path.display().to_string(), e.to_string()))
     } else {
-        serde_yaml::from_str::<Option<FileConfig>>(&text)
+        serde_yaml_ng::from_str::<Option<FileConfig>>(&text)
             .map(Option::unwrap_or_default)
             .map_err(|e| err(path.display().to_string(), e.to_string()))
     }
@@ -466,7 +466,7 @@ mod tests {
     use super::*;
 
     fn yaml(s: &str) -> Result<FileConfig, String> {
-        serde_yaml::from_str(s).map_err(|e| e.to_string())
+        serde_yaml_ng::from_str(s).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::a2a::client::ClientError;
 
 /// A request problem, reported before any stream starts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
+pub(crate) enum RequestError {
     #[error("no agent named {0:?} is configured")]
     UnknownAgent(String),
     #[error("no such route")]
@@ -56,7 +56,7 @@ pub enum RequestError {
 
 impl RequestError {
     /// The machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Self::UnknownAgent(_) => "unknown_agent",
             Self::NoRoute => "not_found",
@@ -76,7 +76,7 @@ impl RequestError {
     }
 
     /// The HTTP status (exhaustive: a new variant must choose one).
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::UnknownAgent(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::MalformedJson(_) => StatusCode::BAD_REQUEST,
@@ -96,7 +96,7 @@ impl RequestError {
 
 /// Why a run ended in `RUN_ERROR`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// The A2A task `failed` (its status text, or ours).
     #[error("{0}")]
     TaskFailed(String),
@@ -130,7 +130,7 @@ pub enum RunError {
 
 impl RunError {
     /// The `RUN_ERROR` code (DESIGN §6 table).
-    pub fn code(&self) -> Cow<'static, str> {
+    pub(crate) fn code(&self) -> Cow<'static, str> {
         Cow::Borrowed(match self {
             Self::TaskFailed(_) => "a2a_task_failed",
             Self::TaskRejected(_) => "a2a_task_rejected",
@@ -147,7 +147,7 @@ impl RunError {
     }
 
     /// `RUN_ERROR upstream_timeout` naming the `timeouts.<key>` setting that elapsed.
-    pub fn timeout(key: &str, after: Duration) -> Self {
+    pub(crate) fn timeout(key: &str, after: Duration) -> Self {
         Self::UpstreamTimeout(format!(
             "no event from the upstream within timeouts.{key} ({} ms)",
             after.as_millis()

@@ -1,9 +1,11 @@
-//! The HTTP surface (DESIGN §3): thin axum handlers, the router, and the error format.
+//! The HTTP surface (DESIGN §3): thin axum handlers and the router; the accept loop with
+//! the client-side limits ([`listener`]); the SSE body of a run ([`sse`]).
 //!
-//! Two error regimes: before the stream starts, a problem with the request itself is a
-//! JSON body `{"error": {"code", "message"}}` with a fitting status; after the `200`, every
-//! failure is one `RUN_ERROR` event (produced by [`crate::run`]). Anything upstream — even
-//! an unreachable agent — is reported in the stream, never as an HTTP error.
+//! Two error regimes ([`crate::error`]): before the stream starts, a problem with the
+//! request itself is a JSON body `{"error": {"code", "message"}}` with its status; after the
+//! `200`, every failure is one `RUN_ERROR` event (ended by [`crate::run`]). Anything upstream
+//! — even an unreachable agent — is reported in the stream, never as an HTTP error. The run
+//! slot is taken before the body is read; the body is read within `timeouts.body_read`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,14 +28,14 @@ use crate::redact::Shown;
 use crate::registry::Registry;
 use crate::run::{self, RunRequest};
 
-pub mod listener;
-pub mod sse;
+pub(crate) mod listener;
+pub(crate) mod sse;
 
 use sse::SseBody;
 
 /// Shared state of the handlers.
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub registry: Arc<Registry>,
     pub bindings: Arc<BindingStore>,
     pub limits: Limits,
@@ -64,7 +66,7 @@ fn cors(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
 }
 
 /// The router over `state`.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     let cors = cors(&state.cors_origins);
     Router::new()
         .route("/agents", get(list_agents))
@@ -129,7 +131,7 @@ fn body_error(e: &axum::Error, limit: usize) -> RequestError {
 /// Parses a run body: a JSON syntax error is a 400, a JSON that is not a `RunAgentInput`
 /// a 422 naming the problem, a `state` over `limits.max_state_bytes` a 413 (measured on
 /// the raw text before anything is built from it), an id over `limits.max_id_bytes` a 422.
-pub fn parse_input(body: &[u8], limits: &Limits) -> Result<RunAgentInput, RequestError> {
+pub(crate) fn parse_input(body: &[u8], limits: &Limits) -> Result<RunAgentInput, RequestError> {
     /// Only the state's extent: its text is skipped, not parsed into values.
     #[derive(serde::Deserialize)]
     struct StateExtent<'a> {

@@ -18,14 +18,14 @@
 //! - [`app`]: build the app from settings and serve it.
 
 pub mod a2a;
-pub mod agui;
+pub(crate) mod agui;
 pub mod app;
-pub mod binding;
-pub mod bridge;
+pub(crate) mod binding;
+pub(crate) mod bridge;
 pub mod config;
 pub mod demo;
-pub mod error;
-pub mod http;
-pub mod redact;
-pub mod registry;
-pub mod run;
+pub(crate) mod error;
+pub(crate) mod http;
+pub(crate) mod redact;
+pub(crate) mod registry;
+pub(crate) mod run;

@@ -10,10 +10,10 @@
 use std::fmt;
 
 /// Bytes of a client- or upstream-controlled string shown in a log line or error message.
-pub const MAX_SHOWN: usize = 200;
+pub(crate) const MAX_SHOWN: usize = 200;
 
 /// `url` without its username and password.
-pub fn url(url: &url::Url) -> String {
+pub(crate) fn url(url: &url::Url) -> String {
     if url.username().is_empty() && url.password().is_none() {
         return url.to_string();
     }
@@ -25,7 +25,7 @@ pub fn url(url: &url::Url) -> String {
 
 /// Replaces every occurrence of `url` in `text` by its redacted form (for messages of
 /// libraries that print the URL they were given).
-pub fn url_in(text: &str, url: &url::Url) -> String {
+pub(crate) fn url_in(text: &str, url: &url::Url) -> String {
     let raw = url.as_str();
     if url.username().is_empty() && url.password().is_none() {
         return text.to_owned();
@@ -33,15 +33,10 @@ pub fn url_in(text: &str, url: &url::Url) -> String {
     text.replace(raw, &self::url(url))
 }
 
-/// `text` cut to [`MAX_SHOWN`] bytes (on a char boundary, `…` marking the cut) with control
-/// characters escaped; for messages built from foreign text.
-pub fn text(text: &str) -> String {
-    Shown(text).to_string()
-}
-
-/// Displays a foreign string safely in a log field: `tracing::info!(thread_id = %Shown(id))`.
+/// Displays a foreign string safely, cut to [`MAX_SHOWN`] bytes (on a char boundary, `…`
+/// marking the cut) with control characters escaped: `tracing::info!(id = %Shown(id))`.
 #[derive(Debug, Clone, Copy)]
-pub struct Shown<'a>(pub &'a str);
+pub(crate) struct Shown<'a>(pub &'a str);
 
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -79,9 +74,9 @@ mod tests {
 
     #[test]
     fn foreign_text_cannot_forge_lines_or_grow_unbounded() {
-        assert_eq!(text("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
+        assert_eq!(Shown("a\nb\u{1b}[31m").to_string(), "a\\nb\\u{1b}[31m");
         let long = "é".repeat(1000);
-        let shown = text(&long);
+        let shown = Shown(&long).to_string();
         assert!(shown.len() <= MAX_SHOWN + "…".len());
         assert!(shown.ends_with('…'));
     }

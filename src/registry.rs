@@ -17,9 +17,9 @@ use crate::a2a::model::ProtocolVersion;
 use crate::config::AgentSettings;
 
 /// Card refresh period while an agent is ready.
-pub const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 /// Card retry period while an agent is not ready.
-pub const RETRY_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What a successfully read card resolves to.
 #[derive(Debug)]

@@ -44,7 +44,7 @@ const RECOVERY_ATTEMPTS: u32 = 3;
 const CHANNEL_CAPACITY: usize = 16;
 
 /// Everything a run needs, handed over by the HTTP handler.
-pub struct RunRequest {
+pub(crate) struct RunRequest {
     pub agent: Arc<Agent>,
     pub registry: Arc<Registry>,
     pub bindings: Arc<BindingStore>,
@@ -87,7 +87,7 @@ impl Sink {
 }
 
 /// The AG-UI event batches of one run, in order. Dropping it early aborts the run.
-pub struct RunEvents {
+pub(crate) struct RunEvents {
     /// The run's task, aborted (with its upstream request) if the client leaves first.
     run: Option<tokio::task::JoinHandle<()>>,
     rx: mpsc::Receiver<Vec<Event>>,
@@ -140,7 +140,7 @@ impl Drop for RunEvents {
 }
 
 /// Starts the run; its events arrive in batches on the returned stream.
-pub fn start(req: RunRequest) -> RunEvents {
+pub(crate) fn start(req: RunRequest) -> RunEvents {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let sink = Sink {
         tx,

@@ -274,15 +274,8 @@ impl Client {
             // Errors detected before the first event come back as plain JSON (a2a-sdk 1.3.0,
             // transcripts §2.16, §3.11); a non-streaming server may also answer a single result.
             let body = read_limited(resp, self.max_event_bytes, None).await?;
-            let text = String::from_utf8_lossy(&body);
-            return match parse_envelope(&text) {
-                Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
-                Some(Reply::Result(r)) => {
-                    let event = version.decode_event(r);
-                    Ok(Box::pin(futures::stream::iter([Ok(event)])))
-                }
-                None => Err(not_jsonrpc(&text)),
-            };
+            let event = decode_frame(version, &String::from_utf8_lossy(&body))?;
+            return Ok(Box::pin(futures::stream::iter([Ok(event)])));
         }
         let frames = sse::frames(resp.bytes_stream(), self.max_event_bytes);
         let events = frames.map(move |frame| match frame {
@@ -290,13 +283,7 @@ impl Client {
             Err(e) => Err(ClientError::Unavailable(format!(
                 "upstream stream broke: {e}"
             ))),
-            // 1.0 marks error frames with `event: error`, 0.3 does not: the envelope decides
-            // either way.
-            Ok(frame) => match parse_envelope(&frame.data) {
-                Some(Reply::Result(r)) => Ok(version.decode_event(r)),
-                Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
-                None => Err(not_jsonrpc(&frame.data)),
-            },
+            Ok(frame) => decode_frame(version, &frame.data),
         });
         Ok(Box::pin(events))
     }
@@ -326,6 +313,17 @@ pub async fn read_limited(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// One streamed JSON-RPC response (an SSE frame's data, or a plain JSON body answering a
+/// streaming call) as an upstream item. 1.0 marks error frames with `event: error`, 0.3 does
+/// not: the envelope decides either way.
+pub fn decode_frame(version: ProtocolVersion, data: &str) -> Result<StreamEvent, ClientError> {
+    match parse_envelope(data) {
+        Some(Reply::Result(r)) => Ok(version.decode_event(r)),
+        Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+        None => Err(not_jsonrpc(data)),
+    }
 }
 
 /// How long a call may take.

@@ -382,7 +382,6 @@ pub struct OutgoingMessage {
     pub parts: Vec<Part>,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
-    pub metadata: Option<Value>,
 }
 
 /// Protocol version of an upstream.

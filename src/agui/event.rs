@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// Role of a text message; the gateway only speaks for the agent.
-pub const ASSISTANT: &str = "assistant";
+pub(crate) const ASSISTANT: &str = "assistant";
 
 /// One AG-UI event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -18,7 +18,7 @@ pub const ASSISTANT: &str = "assistant";
     rename_all = "SCREAMING_SNAKE_CASE",
     rename_all_fields = "camelCase"
 )]
-pub enum Event {
+pub(crate) enum Event {
     RunStarted {
         thread_id: String,
         run_id: String,
@@ -80,12 +80,12 @@ pub enum Event {
 
 impl Event {
     /// `RUN_FINISHED` and `RUN_ERROR` end a run; nothing may follow them.
-    pub fn is_terminal(&self) -> bool {
+    pub(crate) fn is_terminal(&self) -> bool {
         matches!(self, Self::RunFinished { .. } | Self::RunError { .. })
     }
 
     /// A `RUN_ERROR` with a machine-readable code (from [`crate::error::RunError`]).
-    pub fn run_error(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn run_error(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self::RunError {
             message: message.into(),
             code: Some(code.into()),
@@ -96,7 +96,7 @@ impl Event {
 /// JSON already serialized (compared by its text).
 #[derive(Debug, Clone, Serialize)]
 #[serde(transparent)]
-pub struct RawJson(pub Box<serde_json::value::RawValue>);
+pub(crate) struct RawJson(pub Box<serde_json::value::RawValue>);
 
 impl PartialEq for RawJson {
     fn eq(&self, other: &Self) -> bool {
@@ -107,7 +107,7 @@ impl PartialEq for RawJson {
 /// `RUN_FINISHED.outcome`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Success,
     Interrupt {
         interrupts: Vec<Interrupt>,
@@ -119,7 +119,7 @@ pub enum Outcome {
 /// One open question of an interrupted run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Interrupt {
+pub(crate) struct Interrupt {
     pub id: String,
     pub reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -131,7 +131,7 @@ pub struct Interrupt {
 }
 
 /// Appends one event as compact JSON (no newlines) to `out`.
-pub fn encode_into(event: &Event, out: &mut Vec<u8>) {
+pub(crate) fn encode_into(event: &Event, out: &mut Vec<u8>) {
     let mark = out.len();
     if serde_json::to_writer(&mut *out, event).is_err() {
         out.truncate(mark);
@@ -140,7 +140,7 @@ pub fn encode_into(event: &Event, out: &mut Vec<u8>) {
 }
 
 /// Encodes one event as an SSE `data:` payload (compact JSON, no newlines).
-pub fn encode(event: &Event) -> String {
+pub(crate) fn encode(event: &Event) -> String {
     // Serializing these types cannot fail: every key is a string and no map is keyed by
     // anything else.
     serde_json::to_string(event).unwrap_or_else(|e| {

@@ -18,7 +18,7 @@ where
 /// The request body of an AG-UI run.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunAgentInput {
+pub(crate) struct RunAgentInput {
     pub thread_id: String,
     pub run_id: String,
     pub messages: Vec<Message>,
@@ -26,10 +26,6 @@ pub struct RunAgentInput {
     pub protocol_version: Option<String>,
     #[serde(default)]
     pub state: Option<Value>,
-    #[serde(default, deserialize_with = "null_default")]
-    pub tools: Vec<Value>,
-    #[serde(default, deserialize_with = "null_default")]
-    pub context: Vec<Value>,
     #[serde(default)]
     pub forwarded_props: Option<Value>,
     #[serde(default, deserialize_with = "null_default")]
@@ -38,7 +34,7 @@ pub struct RunAgentInput {
 
 impl RunAgentInput {
     /// True when the client speaks AG-UI 1.0 and accepts 1.0-only shapes.
-    pub fn is_v1_client(&self) -> bool {
+    pub(crate) fn is_v1_client(&self) -> bool {
         self.protocol_version
             .as_deref()
             .and_then(|v| v.split('.').next())
@@ -47,7 +43,7 @@ impl RunAgentInput {
     }
 
     /// `forwardedProps.a2a`, the gateway's run options (DESIGN §5).
-    pub fn a2a_props(&self) -> Option<&serde_json::Map<String, Value>> {
+    pub(crate) fn a2a_props(&self) -> Option<&serde_json::Map<String, Value>> {
         self.forwarded_props.as_ref()?.get("a2a")?.as_object()
     }
 }
@@ -55,7 +51,7 @@ impl RunAgentInput {
 /// One message of the client's transcript.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Message {
+pub(crate) struct Message {
     pub id: String,
     pub role: String,
     /// A string, an array of content parts, or absent (assistant messages with tool calls).
@@ -70,7 +66,7 @@ pub struct Message {
 
 impl Message {
     /// The message as the client sent it.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut m = self.rest.clone();
         m.insert("id".into(), Value::String(self.id.clone()));
         m.insert("role".into(), Value::String(self.role.clone()));
@@ -87,7 +83,7 @@ impl Message {
 /// An answer to an interrupt (AG-UI 1.0 `ResumeEntry`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ResumeEntry {
+pub(crate) struct ResumeEntry {
     pub interrupt_id: String,
     pub status: ResumeStatus,
     #[serde(default)]
@@ -97,7 +93,7 @@ pub struct ResumeEntry {
 /// Whether an interrupt was answered or abandoned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ResumeStatus {
+pub(crate) enum ResumeStatus {
     Resolved,
     Cancelled,
 }
@@ -114,7 +110,6 @@ mod tests {
             "tools": null, "state": null, "somethingNew": 1, "protocolVersion": "1.0"
         }))
         .unwrap();
-        assert!(input.tools.is_empty());
         assert!(input.state.is_none());
         assert!(input.is_v1_client());
     }

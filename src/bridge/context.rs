@@ -6,7 +6,7 @@
 
 /// Where a run's contextId came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContextSource {
+pub(crate) enum ContextSource {
     /// `forwardedProps.a2a.contextId`.
     ForwardedProps,
     /// `state.a2a.contextId`, as the gateway projected it on an earlier run.
@@ -19,7 +19,7 @@ pub enum ContextSource {
 
 /// Every source a run's contextId may come from.
 #[derive(Debug, Clone, Default)]
-pub struct ContextCandidates {
+pub(crate) struct ContextCandidates {
     pub forwarded_props: Option<String>,
     pub client_state: Option<String>,
     pub binding: Option<String>,
@@ -29,7 +29,7 @@ pub struct ContextCandidates {
 
 impl ContextCandidates {
     /// The first candidate in DESIGN §4 order.
-    pub fn resolve(self) -> Option<(String, ContextSource)> {
+    pub(crate) fn resolve(self) -> Option<(String, ContextSource)> {
         let ordered = [
             (self.forwarded_props, ContextSource::ForwardedProps),
             (self.client_state, ContextSource::ClientState),

@@ -18,7 +18,7 @@ fn to_agui(m: &Message) -> Option<Value> {
 }
 
 /// The conversation of `tasks` (oldest first), with each task's current status message.
-pub fn messages(tasks: &[&Task]) -> Vec<Value> {
+pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for task in tasks {
@@ -36,7 +36,7 @@ pub fn messages(tasks: &[&Task]) -> Vec<Value> {
 /// their order (a snapshot deletes what it leaves out), each replaced by the A2A version when
 /// the ids match, then the A2A messages the client has not seen, in A2A order. Activity
 /// messages are client-only and left out (the client keeps them).
-pub fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> Vec<Value> {
+pub(crate) fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> Vec<Value> {
     let mut upstream: Vec<Option<Value>> = a2a.into_iter().map(Some).collect();
     let mut out = Vec::with_capacity(client.len() + upstream.len());
     for m in client.iter().filter(|m| m.role != "activity") {

@@ -11,12 +11,12 @@ use crate::a2a::model::{PartContent, TaskState, TaskStatus};
 use crate::agui::Interrupt;
 
 /// `activityType` of the interrupt activity message.
-pub const ACTIVITY_TYPE: &str = "INPUT_REQUIRED";
+pub(crate) const ACTIVITY_TYPE: &str = "INPUT_REQUIRED";
 const PREFIX: &str = "a2a:";
 
 /// An open question of an A2A task.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Pending {
+pub(crate) struct Pending {
     pub id: String,
     pub task_id: String,
     pub context_id: String,
@@ -29,7 +29,7 @@ pub struct Pending {
 }
 
 /// The interrupt id for a task's status.
-pub fn interrupt_id(task_id: &str, status: &TaskStatus) -> String {
+pub(crate) fn interrupt_id(task_id: &str, status: &TaskStatus) -> String {
     let tail = status
         .message
         .as_ref()
@@ -40,7 +40,7 @@ pub fn interrupt_id(task_id: &str, status: &TaskStatus) -> String {
 }
 
 /// The task id inside an interrupt id, if it is one of ours.
-pub fn task_of(interrupt_id: &str) -> Option<&str> {
+pub(crate) fn task_of(interrupt_id: &str) -> Option<&str> {
     let rest = interrupt_id.strip_prefix(PREFIX)?;
     let (task, _) = rest.rsplit_once(':')?;
     (!task.is_empty()).then_some(task)
@@ -48,7 +48,7 @@ pub fn task_of(interrupt_id: &str) -> Option<&str> {
 
 impl Pending {
     /// Reads the question out of an interrupted status.
-    pub fn from_status(task_id: &str, context_id: &str, status: &TaskStatus) -> Self {
+    pub(crate) fn from_status(task_id: &str, context_id: &str, status: &TaskStatus) -> Self {
         let reason = if status.state == TaskState::AuthRequired {
             "a2a:auth_required"
         } else {
@@ -101,14 +101,14 @@ impl Pending {
     }
 
     /// The entry at `/a2a/pendingInterrupts/<id>`.
-    pub fn state_entry(&self) -> Value {
+    pub(crate) fn state_entry(&self) -> Value {
         let mut m = self.base();
         m.insert("id".into(), json!(self.id));
         Value::Object(m)
     }
 
     /// `ACTIVITY_SNAPSHOT.content` at `stage`.
-    pub fn activity_content(&self, stage: &str) -> Value {
+    pub(crate) fn activity_content(&self, stage: &str) -> Value {
         let mut m = self.base();
         m.insert("stage".into(), json!(stage));
         Value::Object(m)

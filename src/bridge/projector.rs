@@ -27,7 +27,7 @@ use json_patch::jsonptr::PointerBuf;
 
 /// What the projector needs to know about the run before the first upstream event.
 #[derive(Debug, Clone, Default)]
-pub struct RunFrame {
+pub(crate) struct RunFrame {
     pub thread_id: String,
     pub run_id: String,
     /// The client declared AG-UI 1.0 (`protocolVersion: "1.0"`).
@@ -79,7 +79,7 @@ struct ArtifactTrack {
 
 /// Projects one run's A2A stream into AG-UI events.
 #[derive(Debug)]
-pub struct Projector {
+pub(crate) struct Projector {
     frame: RunFrame,
     finished: bool,
     /// The client state as projected so far; `Some` once `RUN_STARTED` went out.
@@ -101,7 +101,7 @@ pub struct Projector {
 
 impl Projector {
     /// A projector for one run.
-    pub fn new(frame: RunFrame) -> Self {
+    pub(crate) fn new(frame: RunFrame) -> Self {
         Self {
             frame,
             finished: false,
@@ -120,23 +120,23 @@ impl Projector {
     }
 
     /// True once the terminal event was returned.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.finished
     }
 
     /// The A2A context id bound to this run, once known.
-    pub fn context_id(&self) -> Option<&str> {
+    pub(crate) fn context_id(&self) -> Option<&str> {
         self.frame.context_id.as_deref()
     }
 
     /// The A2A task id of this run, once known.
-    pub fn task_id(&self) -> Option<&str> {
+    pub(crate) fn task_id(&self) -> Option<&str> {
         self.frame.task_id.as_deref()
     }
 
     /// `RUN_STARTED` + `STATE_SNAPSHOT` right away when the context is already known;
     /// otherwise nothing (they wait for the first upstream event).
-    pub fn start(&mut self) -> Vec<Event> {
+    pub(crate) fn start(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
         if self.frame.context_id.is_some() {
             self.ensure_started(&mut out);
@@ -145,17 +145,17 @@ impl Projector {
     }
 
     /// Projects one upstream event.
-    pub fn apply(&mut self, event: &StreamEvent) -> Vec<Event> {
+    pub(crate) fn apply(&mut self, event: &StreamEvent) -> Vec<Event> {
         let mut out = Vec::new();
         if self.finished {
             return out;
         }
-        if self.frame.context_id.is_none() {
-            self.frame.context_id = event.context_id().map(str::to_owned);
-        }
-        if self.frame.task_id.is_none() && !matches!(event, StreamEvent::Message(_)) {
-            self.frame.task_id = event.task_id().map(str::to_owned);
-        }
+        // A message's taskId names the task it belongs to, not this run's (A2A 1.0 §3.1.2).
+        let task_id = match event {
+            StreamEvent::Message(_) => None,
+            _ => event.task_id(),
+        };
+        self.learn_ids(event.context_id(), task_id);
         self.ensure_started(&mut out);
         match event {
             StreamEvent::Task(task) => self.on_task(task, &mut out),
@@ -179,18 +179,14 @@ impl Projector {
     /// start, a complete `MESSAGES_SNAPSHOT` (the client's messages merged with the task's
     /// history, DESIGN §4), then the snapshot's state; messages already in the snapshot are
     /// not streamed again.
-    pub fn reattach(&mut self, task: &Task, client_messages: &[ClientMessage]) -> Vec<Event> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if self.frame.context_id.is_none() {
-            self.frame.context_id = task.context_id.clone();
-        }
-        if self.frame.task_id.is_none() {
-            self.frame.task_id = Some(task.id.clone());
-        }
-        self.ensure_started(&mut out);
+    pub(crate) fn reattach(
+        &mut self,
+        task: &Task,
+        client_messages: &[ClientMessage],
+    ) -> Vec<Event> {
+        let Some(mut out) = self.start_from(task) else {
+            return Vec::new();
+        };
         out.push(Event::MessagesSnapshot {
             messages: history::merge(client_messages, history::messages(&[task])),
         });
@@ -198,6 +194,28 @@ impl Projector {
         self.on_task(task, &mut out);
         end_at_terminal(&mut out);
         out
+    }
+
+    /// Starts (if not yet) from a task snapshot; `None` once the run is finished.
+    fn start_from(&mut self, task: &Task) -> Option<Vec<Event>> {
+        if self.finished {
+            return None;
+        }
+        self.learn_ids(task.context_id.as_deref(), Some(&task.id));
+        let mut out = Vec::new();
+        self.ensure_started(&mut out);
+        Some(out)
+    }
+
+    /// Adopts the upstream's context and task ids where the run does not know them yet
+    /// (late binding, DESIGN §4).
+    fn learn_ids(&mut self, context_id: Option<&str>, task_id: Option<&str>) {
+        if self.frame.context_id.is_none() {
+            self.frame.context_id = context_id.map(str::to_owned);
+        }
+        if self.frame.task_id.is_none() {
+            self.frame.task_id = task_id.map(str::to_owned);
+        }
     }
 
     /// Records the agent messages of a task snapshot as already shown (they went out in a
@@ -215,15 +233,14 @@ impl Projector {
     /// its history that came after `after_message_id` (this run's own message) and were
     /// missed while the stream was down, then the snapshot itself. Nothing already streamed
     /// is repeated.
-    pub fn apply_recovered(&mut self, task: &Task, after_message_id: Option<&str>) -> Vec<Event> {
-        let mut out = Vec::new();
-        if self.finished {
-            return out;
-        }
-        if self.frame.context_id.is_none() {
-            self.frame.context_id = task.context_id.clone();
-        }
-        self.ensure_started(&mut out);
+    pub(crate) fn apply_recovered(
+        &mut self,
+        task: &Task,
+        after_message_id: Option<&str>,
+    ) -> Vec<Event> {
+        let Some(mut out) = self.start_from(task) else {
+            return Vec::new();
+        };
         let start = after_message_id
             .and_then(|id| task.history.iter().position(|m| m.message_id == id))
             .map_or(task.history.len(), |i| i + 1);
@@ -239,7 +256,7 @@ impl Projector {
 
     /// The upstream stream ended. `Some` with the closing events if the run is complete
     /// (or was already finished); `None` if the task is still open and needs recovery.
-    pub fn end_of_stream(&mut self) -> Option<Vec<Event>> {
+    pub(crate) fn end_of_stream(&mut self) -> Option<Vec<Event>> {
         if self.finished {
             return Some(Vec::new());
         }
@@ -252,7 +269,7 @@ impl Projector {
     }
 
     /// Ends the run with `RUN_ERROR` (no-op if already finished).
-    pub fn fail(&mut self, error: &RunError) -> Vec<Event> {
+    pub(crate) fn fail(&mut self, error: &RunError) -> Vec<Event> {
         let mut out = Vec::new();
         if self.finished {
             return out;
@@ -266,7 +283,7 @@ impl Projector {
 
     /// Ends the run as cancelled: `{type: "cancelled"}` for 1.0 clients, a plain
     /// `RUN_FINISHED` for older ones (DESIGN §6).
-    pub fn cancelled(&mut self) -> Vec<Event> {
+    pub(crate) fn cancelled(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
         if !self.finished {
             self.ensure_started(&mut out);
@@ -863,7 +880,7 @@ fn end_at_terminal(out: &mut Vec<Event>) {
 }
 
 /// A part as it appears in projected state (`docs/mapping.md`).
-pub fn part_json(part: &Part) -> Value {
+pub(crate) fn part_json(part: &Part) -> Value {
     let mut obj = match &part.content {
         PartContent::Text(t) => json!({"type": "text", "text": t}),
         PartContent::Data(d) => json!({"type": "data", "data": d}),

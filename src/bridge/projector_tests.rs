@@ -6,30 +6,9 @@ use std::collections::HashSet;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::a2a::client::ClientError;
-use crate::a2a::model::{ProtocolVersion, RpcError};
-use crate::a2a::{parse_envelope, Reply};
-
-/// An upstream item as the client would yield it.
-enum Item {
-    Event(Box<StreamEvent>),
-    Error(RpcError),
-}
-
-/// Splits an SSE body (CRLF or LF) into `data` payloads, skipping comment frames.
-fn sse_data(body: &str) -> Vec<String> {
-    let body = body.replace("\r\n", "\n");
-    body.split("\n\n")
-        .filter_map(|frame| {
-            let data: Vec<&str> = frame
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            (!data.is_empty()).then(|| data.join("\n"))
-        })
-        .collect()
-}
+use crate::a2a::client::{decode_frame, ClientError};
+use crate::a2a::model::ProtocolVersion;
+use crate::a2a::sse::Parser;
 
 fn fixture(path: &str) -> String {
     let full = format!("{}/fixtures/a2a/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -44,20 +23,19 @@ fn version_of(path: &str) -> ProtocolVersion {
     }
 }
 
-fn items(path: &str) -> Vec<Item> {
+/// The fixture's upstream items, read as the client reads them: the crate's SSE parser and
+/// frame decoder (a `.json` fixture is one plain JSON answer to a streaming call).
+fn items(path: &str) -> Vec<Result<StreamEvent, ClientError>> {
     let version = version_of(path);
     let body = fixture(path);
-    let payloads = if path.ends_with(".sse") {
-        sse_data(&body)
-    } else {
-        vec![body]
-    };
-    payloads
-        .iter()
-        .map(|p| match parse_envelope(p).expect("a JSON-RPC envelope") {
-            Reply::Result(r) => Item::Event(Box::new(version.decode_event(r))),
-            Reply::Error(e) => Item::Error(e),
-        })
+    if !path.ends_with(".sse") {
+        return vec![decode_frame(version, &body)];
+    }
+    let mut parser = Parser::new(1 << 24);
+    parser.push(body.as_bytes());
+    parser.push(b"\n\n");
+    std::iter::from_fn(|| parser.next_frame().expect("a well-formed fixture"))
+        .map(|frame| decode_frame(version, &frame.data))
         .collect()
 }
 
@@ -76,23 +54,30 @@ fn frame(v1_client: bool) -> RunFrame {
     }
 }
 
-/// Feeds a fixture through a projector the way `run.rs` does, ending the stream at EOF.
-fn project_with(path: &str, frame: RunFrame) -> Vec<Value> {
+/// Feeds a fixture through a projector as `run.rs` does: events until the run finishes; an
+/// upstream error ends it through the same conversion ([`RunError`] from [`ClientError`]).
+fn feed(path: &str, frame: RunFrame) -> (Projector, Vec<Event>) {
     let mut p = Projector::new(frame);
     let mut out = p.start();
     for item in items(path) {
         match item {
-            Item::Event(e) => out.extend(p.apply(&e)),
-            Item::Error(e) => out.extend(p.fail(&RunError::from(&ClientError::Rpc(e)))),
+            Ok(event) => out.extend(p.apply(&event)),
+            Err(e) => out.extend(p.fail(&RunError::from(&e))),
         }
         if p.is_finished() {
             break;
         }
     }
-    match p.end_of_stream() {
-        Some(events) => out.extend(events),
-        None => out.extend(p.fail(&RunError::UpstreamStreamEnded("stream ended".into()))),
-    }
+    (p, out)
+}
+
+/// The events of a fixture whose stream completes the run, checked against the invariants.
+fn project_with(path: &str, frame: RunFrame) -> Vec<Value> {
+    let (mut p, mut out) = feed(path, frame);
+    let closing = p
+        .end_of_stream()
+        .unwrap_or_else(|| panic!("{path}: the stream ended with the task open"));
+    out.extend(closing);
     checked(&out)
 }
 
@@ -422,17 +407,28 @@ fn json_rpc_errors_in_a_stream_are_run_errors() {
         let events = project(path);
         let last = terminal(&events);
         assert_eq!(last["type"], "RUN_ERROR", "{path}");
+        let code = last["code"].as_str().unwrap();
+        assert!(code.starts_with("a2a_error_-32"), "{path}: {code}");
         assert!(
-            last["code"].as_str().unwrap().starts_with("a2a_error_-32"),
-            "{path}"
+            last["message"]
+                .as_str()
+                .unwrap()
+                .contains(&code["a2a_error_".len()..]),
+            "{path}: the message names the JSON-RPC code"
         );
     }
 }
 
 #[test]
 fn a_cut_stream_without_terminal_state_needs_recovery() {
-    let events = project("v1/subscribe-running-cut.sse");
-    assert_eq!(terminal(&events)["code"], "upstream_stream_ended");
+    let (mut p, out) = feed("v1/subscribe-running-cut.sse", frame(true));
+    assert!(!p.is_finished());
+    assert!(
+        p.end_of_stream().is_none(),
+        "an open task at EOF is recovered, not finished"
+    );
+    assert!(p.task_id().is_some(), "recovery knows which task to follow");
+    assert!(!out.iter().any(Event::is_terminal));
 }
 
 #[test]
@@ -586,23 +582,20 @@ fn resubscribe_snapshot_does_not_repeat_text() {
     let mut out = Vec::new();
     let origin = items("v1/subscribe-running-origin.sse");
     let sub = items("v1/subscribe-running.sse");
-    let Item::Event(first) = &sub[0] else {
-        panic!()
-    };
-    let StreamEvent::Task(snapshot) = first.as_ref() else {
+    let Ok(StreamEvent::Task(snapshot)) = &sub[0] else {
         panic!("snapshot first")
     };
     let status_id = snapshot.status.message.as_ref().unwrap().message_id.clone();
     for item in origin {
-        let Item::Event(e) = item else { continue };
-        let seen = matches!(e.as_ref(), StreamEvent::StatusUpdate(s) if s.status.message.as_ref().is_some_and(|m| m.message_id == status_id));
+        let Ok(e) = item else { continue };
+        let seen = matches!(&e, StreamEvent::StatusUpdate(s) if s.status.message.as_ref().is_some_and(|m| m.message_id == status_id));
         out.extend(p.apply(&e));
         if seen {
             break;
         }
     }
     for item in sub {
-        let Item::Event(e) = item else { continue };
+        let Ok(e) = item else { continue };
         out.extend(p.apply(&e));
     }
     let events = checked(&out);
@@ -631,7 +624,7 @@ fn recovery_replays_missed_history_once_then_follows_the_subscription() {
     let mut out = Vec::new();
     // The original stream is cut after the task and its first WORKING status.
     for item in items("v1/subscribe-running-origin.sse").into_iter().take(2) {
-        let Item::Event(e) = item else { panic!() };
+        let Ok(e) = item else { panic!() };
         out.extend(p.apply(&e));
     }
     assert!(
@@ -639,15 +632,12 @@ fn recovery_replays_missed_history_once_then_follows_the_subscription() {
         "an unfinished task needs recovery"
     );
     let mut sub = items("v1/subscribe-running.sse").into_iter();
-    let Some(Item::Event(first)) = sub.next() else {
-        panic!()
-    };
-    let StreamEvent::Task(snapshot) = first.as_ref() else {
+    let Some(Ok(StreamEvent::Task(snapshot))) = sub.next() else {
         panic!("snapshot first")
     };
-    out.extend(p.apply_recovered(snapshot, Some("msg-subscribe-running-origin")));
+    out.extend(p.apply_recovered(&snapshot, Some("msg-subscribe-running-origin")));
     for item in sub {
-        let Item::Event(e) = item else { continue };
+        let Ok(e) = item else { continue };
         out.extend(p.apply(&e));
     }
     let events = checked(&out);

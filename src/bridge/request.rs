@@ -16,14 +16,14 @@ use crate::error::RequestError;
 
 /// How to talk to the upstream for this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Stream,
     Send,
 }
 
 /// `forwardedProps.a2a`, parsed and checked.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     pub mode: Option<Mode>,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
@@ -37,7 +37,7 @@ fn bad_props(message: impl Into<String>) -> RequestError {
 
 /// What the run does upstream.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Send a message (new task, or input for a waiting task when `task_id` is set).
     Send(OutgoingMessage),
     /// Cancel the waiting task (a `cancelled` resume).
@@ -50,7 +50,7 @@ pub enum Action {
 
 /// The parsed intent of one run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub options: RunOptions,
     /// `state.a2a.contextId`, for the resolution of DESIGN §4 ([`super::context`]).
     pub state_context_id: Option<String>,
@@ -64,7 +64,7 @@ pub struct Plan {
 
 impl Plan {
     /// The context candidates this plan knows (DESIGN §4); the run adds the binding store's.
-    pub fn context_candidates(&self) -> super::context::ContextCandidates {
+    pub(crate) fn context_candidates(&self) -> super::context::ContextCandidates {
         super::context::ContextCandidates {
             forwarded_props: self.options.context_id.clone(),
             client_state: self.state_context_id.clone(),
@@ -74,14 +74,14 @@ impl Plan {
 
     /// Sends the message (if any) in the resolved context: the one place the outgoing
     /// message learns its contextId.
-    pub fn bind_context(&mut self, context_id: Option<&str>) {
+    pub(crate) fn bind_context(&mut self, context_id: Option<&str>) {
         if let Action::Send(m) = &mut self.action {
             m.context_id = context_id.map(str::to_owned);
         }
     }
 
     /// The task this run acts on, if it is known before any event.
-    pub fn task_id(&self) -> Option<&str> {
+    pub(crate) fn task_id(&self) -> Option<&str> {
         match &self.action {
             Action::Send(m) => m.task_id.as_deref(),
             Action::Cancel { task_id } | Action::Subscribe { task_id } => Some(task_id),
@@ -92,7 +92,7 @@ impl Plan {
 
 impl RunOptions {
     /// Parses `forwardedProps.a2a`; wrong types are a 422, unknown keys are ignored.
-    pub fn parse(input: &RunAgentInput) -> Result<Self, RequestError> {
+    pub(crate) fn parse(input: &RunAgentInput) -> Result<Self, RequestError> {
         let Some(props) = input.a2a_props() else {
             return Ok(Self::default());
         };
@@ -154,7 +154,7 @@ fn pending_ids(input: &RunAgentInput) -> Option<Vec<String>> {
 
 /// Every id of the request within `limits.max_id_bytes` (DESIGN §9): threadId, runId,
 /// message ids, resumed interrupt ids, explicit A2A ids.
-pub fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), RequestError> {
+pub(crate) fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), RequestError> {
     let props = input.a2a_props();
     let prop = |key: &'static str| props.and_then(|p| p.get(key)?.as_str()).map(|v| (key, v));
     let fields = [
@@ -195,7 +195,7 @@ fn latest_user_message(input: &RunAgentInput) -> Option<&Message> {
 
 /// Text, file and data parts of an AG-UI message's content (string or `ContentPart[]`,
 /// including the legacy `binary` part of 0.0.x clients).
-pub fn content_parts(content: Option<&Value>) -> Vec<Part> {
+pub(crate) fn content_parts(content: Option<&Value>) -> Vec<Part> {
     match content {
         Some(Value::String(s)) if s.trim().is_empty() => Vec::new(),
         Some(Value::String(s)) => vec![Part::text(s.clone())],
@@ -246,7 +246,7 @@ fn content_part(item: &Value) -> Option<Part> {
 }
 
 /// Builds the run's plan. `Err` is a request problem (422 before the stream).
-pub fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
+pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
     let options = RunOptions::parse(input)?;
     let state_context_id = client_view(input).context_id().map(str::to_owned);
     let user = latest_user_message(input);
@@ -284,7 +284,6 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
             parts: content_parts(user.content.as_ref()),
             context_id: None,
             task_id,
-            metadata: None,
         };
         if message.parts.is_empty() {
             return Err(RequestError::EmptyMessage);
@@ -313,7 +312,7 @@ pub fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
 /// Why a resume cannot be carried out (a `RUN_ERROR`, DESIGN §7).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
-pub struct BadResume(pub String);
+pub(crate) struct BadResume(pub String);
 
 /// Turns `resume[]` into the upstream action. Every entry must be one of our interrupt ids,
 /// all for the same task, and (when the client's state lists open interrupts) cover all
@@ -382,7 +381,6 @@ fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<String>), BadResu
         parts,
         context_id: None,
         task_id: Some(task_id),
-        metadata: None,
     };
     Ok((Action::Send(message), resolves))
 }

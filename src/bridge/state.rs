@@ -34,86 +34,86 @@ use crate::a2a::model::TaskState;
 use crate::agui::event::RawJson;
 
 /// One RFC 6902 operation.
-pub type Op = PatchOperation;
+pub(crate) type Op = PatchOperation;
 
 /// How deep a value may nest below its pointer: serde_json refuses to parse anything deeper
 /// (its recursion limit), so no value from a client or an upstream is deeper.
-pub const MAX_VALUE_NESTING: usize = 128;
+pub(crate) const MAX_VALUE_NESTING: usize = 128;
 
 /// The pointers the gateway owns. Nothing else spells them.
-pub mod layout {
+pub(crate) mod layout {
     use json_patch::jsonptr::{Pointer, PointerBuf};
 
     /// The gateway's subtree.
-    pub const A2A: &str = "a2a";
+    pub(crate) const A2A: &str = "a2a";
     /// `/a2a/contextId`.
-    pub const CONTEXT_ID: &str = "contextId";
+    pub(crate) const CONTEXT_ID: &str = "contextId";
     /// `/a2a/task`.
-    pub const TASK: &str = "task";
+    pub(crate) const TASK: &str = "task";
     /// `/a2a/pendingInterrupts`.
-    pub const PENDING_INTERRUPTS: &str = "pendingInterrupts";
+    pub(crate) const PENDING_INTERRUPTS: &str = "pendingInterrupts";
     /// `/view`, whose `artifacts` member is the gateway's.
-    pub const VIEW: &str = "view";
+    pub(crate) const VIEW: &str = "view";
     /// `/view/artifacts`.
-    pub const ARTIFACTS: &str = "artifacts";
+    pub(crate) const ARTIFACTS: &str = "artifacts";
 
     /// `/a2a/task`.
-    pub fn task() -> PointerBuf {
+    pub(crate) fn task() -> PointerBuf {
         PointerBuf::from_tokens([A2A, TASK])
     }
 
     /// `/a2a/pendingInterrupts/<id>`.
-    pub fn pending_interrupt(id: &str) -> PointerBuf {
+    pub(crate) fn pending_interrupt(id: &str) -> PointerBuf {
         PointerBuf::from_tokens([A2A, PENDING_INTERRUPTS, id])
     }
 
     /// `/view/artifacts/<id>`.
-    pub fn artifact(id: &str) -> PointerBuf {
+    pub(crate) fn artifact(id: &str) -> PointerBuf {
         PointerBuf::from_tokens([VIEW, ARTIFACTS, id])
     }
 
     /// `<artifact>/parts/-`: appends one part.
-    pub fn artifact_part_append(artifact: &Pointer) -> PointerBuf {
+    pub(crate) fn artifact_part_append(artifact: &Pointer) -> PointerBuf {
         artifact.concat(&PointerBuf::from_tokens(["parts", "-"]))
     }
 
     /// `<artifact>/<field>`.
-    pub fn artifact_field(artifact: &Pointer, field: &str) -> PointerBuf {
+    pub(crate) fn artifact_field(artifact: &Pointer, field: &str) -> PointerBuf {
         artifact.with_trailing_token(field)
     }
 
     /// `/a2a` and everything under it: the gateway's, never an agent's or a path's.
-    pub fn is_gateway_owned(pointer: &Pointer) -> bool {
+    pub(crate) fn is_gateway_owned(pointer: &Pointer) -> bool {
         pointer.first().is_some_and(|t| t.decoded() == A2A)
     }
 }
 
 /// An `add` operation.
-pub fn add(path: PointerBuf, value: Value) -> Op {
+pub(crate) fn add(path: PointerBuf, value: Value) -> Op {
     PatchOperation::Add(AddOperation { path, value })
 }
 
 /// A `replace` operation.
-pub fn replace(path: PointerBuf, value: Value) -> Op {
+pub(crate) fn replace(path: PointerBuf, value: Value) -> Op {
     PatchOperation::Replace(json_patch::ReplaceOperation { path, value })
 }
 
 /// Parses a pointer from foreign text (an artifact's `metadata.path`): `None` unless it is a
 /// valid, non-root pointer.
-pub fn parse_pointer(raw: &str) -> Option<PointerBuf> {
+pub(crate) fn parse_pointer(raw: &str) -> Option<PointerBuf> {
     PointerBuf::parse(raw).ok().filter(|p| !p.is_root())
 }
 
 /// Who writes a patch: the gateway's own projection, or an agent (`agui-state-delta`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Writer {
+pub(crate) enum Writer {
     Gateway,
     Agent,
 }
 
 /// Why a patch was not applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// It would break a limit (`RUN_ERROR limit_exceeded`).
     Limit(String),
     /// It does not apply (a missing parent, a failed `test`): skipped with a `RAW` note.
@@ -122,7 +122,7 @@ pub enum Refusal {
 
 /// The limits a document is held to.
 #[derive(Debug, Clone, Copy)]
-pub struct StateLimits {
+pub(crate) struct StateLimits {
     /// `limits.max_state_depth`: segments of any pointer.
     pub max_depth: usize,
     /// `limits.max_state_bytes`: what agents may add (and what a snapshot may hold).
@@ -142,7 +142,7 @@ impl StateLimits {
     /// The document's limits from `limits`: artifacts are held in state as parts and, once
     /// complete, as text, so the document may hold the client's state, twice the artifact
     /// budget and one event's worth of task status.
-    pub fn from_config(limits: &crate::config::Limits) -> Self {
+    pub(crate) fn from_config(limits: &crate::config::Limits) -> Self {
         Self {
             max_depth: limits.max_state_depth,
             max_agent_bytes: limits.max_state_bytes,
@@ -156,11 +156,11 @@ impl StateLimits {
 
 /// What the gateway reads back from the client's state (`state.a2a`, as it projected it).
 #[derive(Debug, Clone, Copy)]
-pub struct ClientView<'a>(Option<&'a Map<String, Value>>);
+pub(crate) struct ClientView<'a>(Option<&'a Map<String, Value>>);
 
 impl<'a> ClientView<'a> {
     /// The view of `state` (absent or malformed reads as empty).
-    pub fn of(state: Option<&'a Value>) -> Self {
+    pub(crate) fn of(state: Option<&'a Value>) -> Self {
         Self(
             state
                 .and_then(|s| s.get(layout::A2A))
@@ -169,24 +169,24 @@ impl<'a> ClientView<'a> {
     }
 
     /// `/a2a/contextId`.
-    pub fn context_id(self) -> Option<&'a str> {
+    pub(crate) fn context_id(self) -> Option<&'a str> {
         self.0?.get(layout::CONTEXT_ID)?.as_str()
     }
 
     /// `/a2a/task/id`.
-    pub fn task_id(self) -> Option<&'a str> {
+    pub(crate) fn task_id(self) -> Option<&'a str> {
         self.0?.get(layout::TASK)?.get("id")?.as_str()
     }
 
     /// `/a2a/task/id` when `/a2a/task/state` says the task waits for input.
-    pub fn waiting_task_id(self) -> Option<&'a str> {
+    pub(crate) fn waiting_task_id(self) -> Option<&'a str> {
         let task = self.0?.get(layout::TASK)?;
         let state = TaskState::parse(task.get("state")?.as_str()?);
         state.is_interrupted().then(|| self.task_id()).flatten()
     }
 
     /// The ids under `/a2a/pendingInterrupts`, if the member exists.
-    pub fn pending_interrupts(self) -> Option<Vec<&'a str>> {
+    pub(crate) fn pending_interrupts(self) -> Option<Vec<&'a str>> {
         let pending = self.0?.get(layout::PENDING_INTERRUPTS)?.as_object()?;
         Some(pending.keys().map(String::as_str).collect())
     }
@@ -194,7 +194,7 @@ impl<'a> ClientView<'a> {
 
 /// Size and nesting of a value, measured without recursion.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Measure {
+pub(crate) struct Measure {
     /// Approximate bytes of its compact JSON.
     pub bytes: usize,
     /// Levels of arrays and objects (a scalar is 0).
@@ -202,7 +202,7 @@ pub struct Measure {
 }
 
 /// Measures `value` with an explicit stack (a deep value cannot overflow ours).
-pub fn measure(value: &Value) -> Measure {
+pub(crate) fn measure(value: &Value) -> Measure {
     let mut m = Measure::default();
     let mut stack = vec![(value, 0usize)];
     while let Some((v, level)) = stack.pop() {
@@ -226,7 +226,7 @@ pub fn measure(value: &Value) -> Measure {
 }
 
 /// Drops `value` with an explicit stack: serde_json's own drop recurses once per level.
-pub fn drop_flat(value: Value) {
+pub(crate) fn drop_flat(value: Value) {
     let mut stack = vec![value];
     while let Some(v) = stack.pop() {
         match v {
@@ -239,7 +239,7 @@ pub fn drop_flat(value: Value) {
 
 /// The run's view of the client state, patched exactly as the client's copy is.
 #[derive(Debug)]
-pub struct Shadow {
+pub(crate) struct Shadow {
     doc: Value,
     limits: StateLimits,
     /// Upper bound of the document's size ([`Measure::bytes`]).
@@ -260,7 +260,11 @@ impl Shadow {
     /// Starts from the client's state with the gateway's subtrees merged in: foreign keys
     /// are kept, `/a2a` and `/view/artifacts` always exist, `/a2a/pendingInterrupts` starts
     /// empty (a new run resolves whatever was pending), `/a2a/contextId` is set when known.
-    pub fn new(client_state: Option<Value>, context_id: Option<&str>, limits: StateLimits) -> Self {
+    pub(crate) fn new(
+        client_state: Option<Value>,
+        context_id: Option<&str>,
+        limits: StateLimits,
+    ) -> Self {
         let mut root = match client_state {
             Some(Value::Object(m)) => m,
             Some(other) => {
@@ -288,19 +292,20 @@ impl Shadow {
     }
 
     /// The whole document serialized, for a `STATE_SNAPSHOT` (no copy of the value tree).
-    pub fn snapshot(&self) -> RawJson {
+    pub(crate) fn snapshot(&self) -> RawJson {
         // Serializing a `Value` cannot fail: its keys are strings.
         RawJson(serde_json::value::to_raw_value(&self.doc).expect("a Value serializes"))
     }
 
     /// The document.
-    pub fn doc(&self) -> &Value {
+    #[cfg(test)]
+    pub(crate) fn doc(&self) -> &Value {
         &self.doc
     }
 
     /// `add {}` operations for every missing container above `pointer`, so that an `add`
     /// at `pointer` applies. `None` when a parent exists but is not an object.
-    pub fn parents_of(&self, pointer: &Pointer) -> Option<Vec<Op>> {
+    pub(crate) fn parents_of(&self, pointer: &Pointer) -> Option<Vec<Op>> {
         let mut ops = Vec::new();
         let mut at = PointerBuf::new();
         let count = pointer.count();
@@ -316,7 +321,7 @@ impl Shadow {
     }
 
     /// Checks `pointer` against `limits.max_state_depth`.
-    pub fn check_depth(&self, pointer: &Pointer) -> Result<(), Refusal> {
+    pub(crate) fn check_depth(&self, pointer: &Pointer) -> Result<(), Refusal> {
         if pointer.count() > self.limits.max_depth {
             return Err(Refusal::Limit(format!(
                 "a state path of {} segments exceeds limits.max_state_depth ({})",
@@ -329,7 +334,7 @@ impl Shadow {
 
     /// Checks `ops` against the limits (module header), then applies them atomically. On
     /// `Err` the document is unchanged.
-    pub fn apply(&mut self, ops: &[Op], writer: Writer) -> Result<(), Refusal> {
+    pub(crate) fn apply(&mut self, ops: &[Op], writer: Writer) -> Result<(), Refusal> {
         let mut growth = 0usize;
         let mut shrink = 0usize;
         let mut depth = self.depth;
@@ -426,7 +431,7 @@ impl Shadow {
 
     /// Replaces the app's part of the document (an agent's `agui-state-snapshot`), keeping
     /// the gateway's subtrees. Refused past `limits.max_state_bytes`.
-    pub fn replace_app_state(&mut self, app: Value) -> Result<(), Refusal> {
+    pub(crate) fn replace_app_state(&mut self, app: Value) -> Result<(), Refusal> {
         let m = measure(&app);
         if m.bytes > self.limits.max_agent_bytes {
             drop_flat(app);

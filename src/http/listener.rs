@@ -27,7 +27,7 @@ use tokio_io_timeout::TimeoutStream;
 
 /// What the accept loop enforces.
 #[derive(Debug, Clone, Copy)]
-pub struct ConnectionLimits {
+pub(crate) struct ConnectionLimits {
     pub max_connections: usize,
     pub header_read: Duration,
     pub client_write: Duration,
@@ -35,7 +35,7 @@ pub struct ConnectionLimits {
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and
 /// returns a future that resolves once every open connection has closed.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     router: axum::Router,
     limits: ConnectionLimits,

@@ -19,13 +19,13 @@ use std::future::Future;
 use crate::agui::Event;
 
 /// Interval of keep-alive comments on quiet run streams.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Ready batches are merged into one write up to this size.
-pub const MAX_MERGED_CHUNK: usize = 64 * 1024;
+pub(crate) const MAX_MERGED_CHUNK: usize = 64 * 1024;
 const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
 
 /// Appends one SSE frame for `event` to `out`.
-pub fn encode_frame(event: &Event, out: &mut Vec<u8>) {
+pub(crate) fn encode_frame(event: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(b"data: ");
     crate::agui::event::encode_into(event, out);
     out.extend_from_slice(b"\n\n");
@@ -33,7 +33,7 @@ pub fn encode_frame(event: &Event, out: &mut Vec<u8>) {
 
 /// The SSE bytes of a stream of event batches.
 #[derive(Debug)]
-pub struct SseBody<S> {
+pub(crate) struct SseBody<S> {
     batches: S,
     interval: Duration,
     keep_alive: Pin<Box<tokio::time::Sleep>>,
@@ -41,7 +41,7 @@ pub struct SseBody<S> {
 
 impl<S> SseBody<S> {
     /// Frames `batches`, with a keep-alive comment after every `interval` of silence.
-    pub fn new(batches: S, interval: Duration) -> Self {
+    pub(crate) fn new(batches: S, interval: Duration) -> Self {
         Self {
             batches,
             interval,

@@ -2,6 +2,9 @@
 //! speaking 1.0+0.3, 1.0 only, 0.3 only, and the embedded demo agent), driven by the real
 //! AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent). Peers are installed by `scripts/test`.
 
+// The helper modules share their items with this file through `pub`.
+#![allow(unreachable_pub)]
+
 mod abuse;
 mod fake;
 mod hostile;

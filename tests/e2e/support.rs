@@ -89,7 +89,7 @@ impl Gateway {
         demo: bool,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> (Self, tokio::task::JoinHandle<std::io::Result<()>>) {
-        let file: FileConfig = serde_yaml::from_str(yaml).expect("test config");
+        let file: FileConfig = serde_yaml_ng::from_str(yaml).expect("test config");
         let settings = config::settings(
             file,
             Overrides {
