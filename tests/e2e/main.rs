@@ -5,7 +5,9 @@
 // The helper modules share their items with this file through `pub`.
 #![allow(unreachable_pub)]
 
+mod abuse;
 mod fake;
+mod hostile;
 mod support;
 
 use std::time::Duration;
