@@ -145,12 +145,6 @@ pub async fn drive_each_mode(thread: &str, steps: Value) -> Vec<(&'static str, V
     out
 }
 
-/// A minimal `RunAgentInput` body: one user message `text` on `thread_id`.
-pub fn run_input(thread_id: &str, text: &str) -> Value {
-    json!({"threadId": thread_id, "runId": format!("{thread_id}-run"),
-        "messages": [{"id": format!("{thread_id}-user"), "role": "user", "content": text}]})
-}
-
 /// The client's activity message (interrupts), if any.
 pub fn activity(step: &Value) -> &Value {
     step["messages"]
