@@ -89,14 +89,8 @@ async fn a_deep_artifact_path_is_refused_not_a_crash() {
     ])
     .await;
     let gw = gateway(&up, json!({"limits": {"max_state_depth": 32}})).await;
-    let ok = drive(
-        &gw.agent_url("hostile"),
-        "deep-ok",
-        json!([{"message": "go"}]),
-    )
-    .await;
-    assert_accepted(&ok[0]);
-    assert_eq!(ok[0]["state"]["docs"]["report"]["text"], "the report");
+    let ok = drive_message(&gw.agent_url("hostile"), "deep-ok", "go").await;
+    assert_eq!(ok["state"]["docs"]["report"]["text"], "the report");
 
     for (thread, within) in [("deep-20000", secs(10)), ("deep-40", secs(10))] {
         let (run, error) =
@@ -106,14 +100,8 @@ async fn a_deep_artifact_path_is_refused_not_a_crash() {
             "{thread}: no patch deeper than the limit reached the client: {error}"
         );
     }
-    let again = drive(
-        &gw.agent_url("hostile"),
-        "deep-again",
-        json!([{"message": "go"}]),
-    )
-    .await;
-    assert_accepted(&again[0]);
-    assert_eq!(again[0]["state"]["docs"]["report"]["text"], "the report");
+    let again = drive_message(&gw.agent_url("hostile"), "deep-again", "go").await;
+    assert_eq!(again["state"]["docs"]["report"]["text"], "the report");
 }
 
 /// `agui-state-delta` ops in an agent's working status message.
@@ -154,14 +142,8 @@ async fn a_copy_bomb_patch_is_refused() {
     .await;
     let gw = gateway(&up, json!({"limits": {"max_state_bytes": 1 << 20}})).await;
     // The control: an agent's small patch reaches the app state.
-    let ok = drive(
-        &gw.agent_url("hostile"),
-        "patch-ok",
-        json!([{"message": "go"}]),
-    )
-    .await;
-    assert_accepted(&ok[0]);
-    assert_eq!(ok[0]["state"]["progress"].as_f64(), Some(50.0));
+    let ok = drive_message(&gw.agent_url("hostile"), "patch-ok", "go").await;
+    assert_eq!(ok["state"]["progress"].as_f64(), Some(50.0));
     // Finishing at all proves the process did not run out of memory.
     expect_run_error(
         &gw,

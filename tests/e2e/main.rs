@@ -810,16 +810,10 @@ async fn agents_accepting_client_context_ids_get_the_thread_id() {
     let config =
         json!({"agents": [{"name": "ref", "url": upstream("both"), "context_ids": "client"}]});
     let gw = Gateway::start(&config.to_string(), false).await;
-    let steps = drive(
-        &gw.agent_url("ref"),
-        "thread-as-context",
-        json!([{"message": "echo hi"}]),
-    )
-    .await;
-    assert_accepted(&steps[0]);
-    assert_eq!(steps[0]["state"]["a2a"]["contextId"], "thread-as-context");
+    let step = drive_message(&gw.agent_url("ref"), "thread-as-context", "echo hi").await;
+    assert_eq!(step["state"]["a2a"]["contextId"], "thread-as-context");
     assert_eq!(
-        steps[0]["events"][0]["metadata"]["a2a"]["contextId"],
+        step["events"][0]["metadata"]["a2a"]["contextId"],
         "thread-as-context"
     );
 }

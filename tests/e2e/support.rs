@@ -145,6 +145,15 @@ pub async fn drive_each_mode(thread: &str, steps: Value) -> Vec<(&'static str, V
     out
 }
 
+/// One run of one user message through HttpAgent; asserts the client accepted it and returns
+/// its step.
+pub async fn drive_message(url: &str, thread: &str, text: &str) -> Value {
+    let mut steps = drive(url, thread, json!([{ "message": text }])).await;
+    let step = steps.remove(0);
+    assert_accepted(&step);
+    step
+}
+
 /// The client's activity message (interrupts), if any.
 pub fn activity(step: &Value) -> &Value {
     step["messages"]
