@@ -8,6 +8,7 @@
 mod abuse;
 mod fake;
 mod hostile;
+mod sessions;
 mod support;
 
 use std::time::Duration;
@@ -457,7 +458,11 @@ async fn a_cut_stream_is_resubscribed_without_repeating_text() {
     assert_accepted(&steps[0]);
     assert_eq!(assistant_texts(&steps[0]), ["part one ", "part two"]);
     assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
-    assert_eq!(up.calls(), ["SendStreamingMessage", "SubscribeToTask"]);
+    // ListTasks first: is the threadId a context the upstream knows (pick-up, DESIGN §4)?
+    assert_eq!(
+        up.calls(),
+        ["ListTasks", "SendStreamingMessage", "SubscribeToTask"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -486,7 +491,12 @@ async fn a_task_that_finished_while_away_is_read_with_get_task() {
     assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
     assert_eq!(
         up.calls(),
-        ["SendStreamingMessage", "SubscribeToTask", "GetTask"]
+        [
+            "ListTasks",
+            "SendStreamingMessage",
+            "SubscribeToTask",
+            "GetTask"
+        ]
     );
 }
 
@@ -761,7 +771,7 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         )
     };
     let page = client(ProtocolVersion::V1)
-        .list_tasks(&context, 10, None)
+        .list_tasks(&context, 10, None, 0)
         .await
         .unwrap();
     assert_eq!(page.tasks.len(), 2);
@@ -771,7 +781,7 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         "newest first"
     );
     let v03 = client(ProtocolVersion::V0_3)
-        .list_tasks(&context, 10, None)
+        .list_tasks(&context, 10, None, 0)
         .await;
     assert!(matches!(v03, Err(ClientError::Unsupported(..))));
     // GetTask and CancelTask in both versions, on a finished task.
@@ -802,7 +812,7 @@ async fn agents_that_do_not_stream_are_called_with_a_blocking_send() {
     let steps = drive(&gw.agent_url("plain"), "plain", json!([{"message": "hi"}])).await;
     assert_accepted(&steps[0]);
     assert_eq!(assistant_texts(&steps[0]), ["sent, not streamed"]);
-    assert_eq!(up.calls(), ["SendMessage"]);
+    assert_eq!(up.calls(), ["ListTasks", "SendMessage"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
