@@ -85,6 +85,17 @@ impl RedisServer {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to the server: a stopped Redis accepts connections
+    /// (the kernel does) but answers nothing, like a hung one.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     /// One command, on a connection of its own.
     pub async fn command(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
         let client = redis::Client::open(self.url())?;
@@ -380,4 +391,43 @@ async fn the_gateway_starts_with_redis_down_and_connects_when_it_comes() {
     assert_ne!(after, context);
     let again = finished_in(&run(&gw.base, &thread, "echo again", json!({})).await);
     assert_eq!(again, after);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hung_redis_costs_a_run_at_most_the_call_timeout() {
+    let redis = RedisServer::start().await;
+    let gw = Gateway::start(&config(&redis.url()), false).await;
+    await_ready(&gw.base, 200, Duration::from_secs(10)).await;
+    let thread = format!("hung-{}", uuid::Uuid::new_v4());
+    let context = finished_in(&run(&gw.base, &thread, "echo before", json!({})).await);
+
+    redis.signal("STOP");
+    let started = Instant::now();
+    let fresh = finished_in(&run(&gw.base, &thread, "echo hung", json!({})).await);
+    let took = started.elapsed();
+    // The lookup waited out its 1 s bound and the run went on as a new conversation.
+    assert_ne!(fresh, context);
+    assert!(took < Duration::from_millis(2500), "{took:?}");
+    let started = Instant::now();
+    let (status, body) = readyz(&gw.base).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["bindingStore"]["kind"], "redis");
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+
+    redis.signal("CONT");
+    await_ready(&gw.base, 200, Duration::from_secs(5)).await;
+    // Bindings work again: the one from before the hang, or the hung run's if its write
+    // was still queued in the socket when Redis woke up.
+    let again = finished_in(&run(&gw.base, &thread, "echo after", json!({})).await);
+    assert!(again == context || again == fresh, "{again}");
+    assert_eq!(
+        redis.get(&key(&thread)).await.as_deref(),
+        Some(again.as_str())
+    );
+    let after = finished_in(&run(&gw.base, &thread, "echo after", json!({})).await);
+    assert_eq!(after, again);
 }
