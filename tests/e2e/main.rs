@@ -5,6 +5,7 @@
 // The helper modules share their items with this file through `pub`.
 #![allow(unreachable_pub)]
 
+mod auth;
 mod fake;
 mod support;
 
