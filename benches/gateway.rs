@@ -71,14 +71,24 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The gateway's config for the benchmark: the loads stream more text per run (`bench 5000
+/// 16384` is 80 MiB) than the default `limits.max_text_bytes_per_run` allows.
+const BENCH_CONFIG: &str =
+    "limits:\n  max_text_bytes_per_run: 1073741824\n  max_events_per_run: 10000000\n";
+
 async fn start_gateway(demo_url: &str) -> Gateway {
     let port = free_port();
+    let config =
+        std::env::temp_dir().join(format!("agui-gateway-bench-{}.yaml", std::process::id()));
+    std::fs::write(&config, BENCH_CONFIG).expect("write the benchmark config");
     let child = Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
         .args([
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--agent",
             &format!("demo={demo_url}"),
+            "--config",
+            &config.display().to_string(),
         ])
         .env("RUST_LOG", "warn")
         .envs(std::env::var("BENCH_GATEWAY_WORKERS").map(|w| ("TOKIO_WORKER_THREADS", w)))

@@ -1,6 +1,8 @@
 //! Pure, synchronous translation between AG-UI and A2A: the projection of upstream events
-//! into AG-UI events, the shadow state it patches, interrupts, and the request side
-//! (RunAgentInput -> A2A message). No I/O, no clock, no randomness.
+//! into AG-UI events ([`projector`]), the state document's layout and checks ([`state`]),
+//! conversations rebuilt from A2A history ([`history`]), interrupts, the contextId order
+//! ([`context`]), and the request side (RunAgentInput -> A2A message, [`request`]). No I/O,
+//! no clock, no randomness.
 
 pub(crate) mod context;
 pub(crate) mod history;

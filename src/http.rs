@@ -217,6 +217,9 @@ async fn run_agent(
         timeouts: s.timeouts,
         permit,
         stop: s.stop.clone(),
+        // Without inbound auth there is one anonymous caller, who sees every context
+        // (DESIGN §11).
+        may_pick_up: true,
     });
     let mut resp = Response::new(Body::from_stream(SseBody::new(events, sse::KEEP_ALIVE)));
     let headers = resp.headers_mut();

@@ -24,11 +24,12 @@ use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::a2a::client::{ClientError, EventStream};
-use crate::a2a::model::{OutgoingMessage, StreamEvent};
+use crate::a2a::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task};
 use crate::a2a::rpc_code;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
 use crate::binding::BindingStore;
+use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::StateLimits;
 use crate::bridge::{Projector, RunFrame};
@@ -37,6 +38,11 @@ use crate::error::RunError;
 use crate::redact::Shown;
 use crate::registry::{Agent, Registry, Resolved};
 
+/// Pick-up reads at most this many `ListTasks` pages of this many tasks, each task with at
+/// most [`PICK_UP_HISTORY`] messages (every page is bounded by `limits.max_event_bytes`).
+const PICK_UP_PAGES: usize = 5;
+const PICK_UP_PAGE_SIZE: u32 = 50;
+const PICK_UP_HISTORY: u32 = 200;
 /// Resubscribe attempts after the upstream stream drops.
 const RECOVERY_ATTEMPTS: u32 = 3;
 /// Event batches buffered between the run and its response (one upstream event's worth
@@ -56,6 +62,9 @@ pub(crate) struct RunRequest {
     pub permit: OwnedSemaphorePermit,
     /// Becomes `true` when the gateway stops: open runs end with `RUN_ERROR`.
     pub stop: tokio::sync::watch::Receiver<bool>,
+    /// The caller may see contexts not created through the gateway (DESIGN §11), so a
+    /// threadId the upstream knows as a context may be picked up.
+    pub may_pick_up: bool,
 }
 
 /// The client went away (or read nothing for `timeouts.client_write`); stop quietly.
@@ -220,6 +229,8 @@ struct Run {
     armed_task: Option<String>,
     /// The A2A messageId this run sent, to find its place in task history on recovery.
     sent_message_id: Option<String>,
+    /// The threadId is asked of the upstream as a known context before the message goes.
+    pick_up: bool,
 }
 
 /// The upstream no longer takes input on this task: unknown, or finished (A2A 1.0 §3.3.2,
@@ -247,13 +258,18 @@ impl Run {
             timeouts,
             permit,
             stop: _,
+            may_pick_up,
         } = req;
         let mut candidates = plan.context_candidates();
         candidates.binding = bindings.get(&agent.settings.name, &input.thread_id).await;
         if agent.settings.context_ids == ContextIds::Client {
             candidates.thread_id = Some(input.thread_id.clone());
         }
-        let context_id = candidates.resolve().map(|(id, _)| id);
+        let resolved = candidates.resolve();
+        let pick_up = may_pick_up
+            && ContextSource::asks_upstream(resolved.as_ref().map(|(_, source)| *source))
+            && matches!(&plan.action, Action::Send(m) if m.task_id.is_none());
+        let context_id = resolved.map(|(id, _)| id);
         plan.bind_context(context_id.as_deref());
         let frame = RunFrame {
             thread_id: input.thread_id.clone(),
@@ -287,6 +303,7 @@ impl Run {
             bound: false,
             armed_task: None,
             sent_message_id: None,
+            pick_up,
         }
     }
 
@@ -363,6 +380,9 @@ impl Run {
                 return self.fail(RunError::UpstreamUnavailable(msg)).await;
             }
         };
+        if self.pick_up {
+            self.pick_up(&upstream).await?;
+        }
         match self.plan.action.clone() {
             Action::Refuse(_) => Ok(()),
             Action::Cancel { task_id } => self.cancel(&upstream, &task_id).await,
@@ -387,6 +407,54 @@ impl Run {
                 }
             }
         }
+    }
+
+    /// DESIGN §4 pick-up: if the upstream (A2A 1.0) knows the threadId as a context, the
+    /// message goes into that context and the run opens with its earlier turns. Without
+    /// `ListTasks` (0.3) or when it fails, the thread is simply new (docs/identity.md).
+    async fn pick_up(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {
+        if upstream.version() != ProtocolVersion::V1 {
+            return Ok(());
+        }
+        let context_id = self.thread_id.clone();
+        let mut tasks = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..PICK_UP_PAGES {
+            let page = upstream
+                .client
+                .list_tasks(
+                    &context_id,
+                    PICK_UP_PAGE_SIZE,
+                    token.as_deref(),
+                    PICK_UP_HISTORY,
+                )
+                .await;
+            match page {
+                Ok(page) => {
+                    tasks.extend(page.tasks);
+                    token = page.next_page_token.filter(|t| !t.is_empty());
+                    if token.is_none() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "ListTasks failed; the thread is new to the upstream");
+                    return Ok(());
+                }
+            }
+        }
+        tasks.retain(|t| t.context_id.as_deref() == Some(context_id.as_str()));
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        // ListTasks answers newest first; a conversation reads oldest first.
+        tasks.reverse();
+        let tasks: Vec<&Task> = tasks.iter().collect();
+        self.plan.bind_context(Some(&context_id));
+        let events = self
+            .projector
+            .pick_up(&context_id, &tasks, &self.client_messages);
+        self.emit(events).await
     }
 
     /// Sends the message; `Err` only for an upstream error before any event.

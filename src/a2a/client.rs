@@ -248,9 +248,11 @@ impl Client {
         context_id: &str,
         page_size: u32,
         page_token: Option<&str>,
+        history_length: u32,
     ) -> Result<TaskPage, ClientError> {
         let method = self.method(Operation::ListTasks, "ListTasks")?;
-        let params = ProtocolVersion::list_params(context_id, page_size, page_token);
+        let params =
+            ProtocolVersion::list_params(context_id, page_size, page_token, history_length);
         let result = self.call(method, params, None).await?;
         ProtocolVersion::decode_task_page(&result).ok_or_else(|| not_a("task page", &result))
     }

@@ -8,8 +8,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-/// Role of a text message; the gateway only speaks for the agent.
+/// Role of the agent's text messages.
 pub(crate) const ASSISTANT: &str = "assistant";
+/// Role of a user's text message (re-streamed only when a pick-up snapshot leaves it out).
+pub(crate) const USER: &str = "user";
 
 /// One AG-UI event.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,8 +1,10 @@
 //! The contextId of a run (DESIGN §4): the one place the resolution order is written.
 //!
 //! Explicit ids first (the client named the context), then what the gateway remembers, then
-//! the threadId itself where the agent accepts client context ids; otherwise none, and the
-//! A2A server mints one (late binding: `RUN_STARTED` waits for it).
+//! the threadId itself when the upstream knows it as a context (pick-up: an A2A 1.0
+//! `ListTasks` by the run, [`ContextSource::asks_upstream`]) or the agent accepts client
+//! context ids; otherwise none, and the A2A server mints one (late binding: `RUN_STARTED`
+//! waits for it).
 
 /// Where a run's contextId came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +27,14 @@ pub(crate) struct ContextCandidates {
     pub binding: Option<String>,
     /// The threadId, when the agent accepts client context ids.
     pub thread_id: Option<String>,
+}
+
+impl ContextSource {
+    /// Whether the threadId is asked of the upstream as a known context (pick-up, DESIGN
+    /// §4, step 4): only when nothing explicit or remembered named the context.
+    pub(crate) fn asks_upstream(source: Option<ContextSource>) -> bool {
+        matches!(source, None | Some(ContextSource::ThreadId))
+    }
 }
 
 impl ContextCandidates {
@@ -77,5 +87,8 @@ mod tests {
         };
         assert_eq!(thread.resolve().unwrap().1, ContextSource::ThreadId);
         assert!(ContextCandidates::default().resolve().is_none());
+        assert!(ContextSource::asks_upstream(None));
+        assert!(ContextSource::asks_upstream(Some(ContextSource::ThreadId)));
+        assert!(!ContextSource::asks_upstream(Some(ContextSource::Binding)));
     }
 }

@@ -1,10 +1,26 @@
-//! A2A task history -> AG-UI `Message[]` (for `MESSAGES_SNAPSHOT` on reattach). Agent turns
-//! keep their A2A messageIds and user turns the ids the client sent (DESIGN §4), so the
-//! snapshot replaces the client's messages instead of duplicating them.
+//! A2A task history -> AG-UI `Message[]`: the one function that rebuilds a conversation
+//! (reattach, pick-up). Agent turns keep their A2A messageIds, user turns the ids the client
+//! sent (DESIGN §4), and an artifact's text is the message the live projection streamed for
+//! it ([`artifact_message_id`]), so a snapshot carries the ids the client already holds.
 
 use serde_json::{json, Value};
 
-use crate::a2a::model::{Message, Role, Task};
+use crate::a2a::model::{Artifact, Message, Part, Role, Task};
+use crate::agui::event::{ASSISTANT, USER};
+
+/// The key of an artifact within its task (an artifact without an id gets one).
+pub(crate) fn artifact_key(task_id: &str, artifact: &Artifact) -> String {
+    if artifact.artifact_id.is_empty() {
+        format!("{task_id}-artifact")
+    } else {
+        artifact.artifact_id.clone()
+    }
+}
+
+/// The AG-UI id of the assistant message that carries an artifact's text.
+pub(crate) fn artifact_message_id(task_id: &str, artifact_key: &str) -> String {
+    format!("{task_id}:{artifact_key}")
+}
 
 fn to_agui(m: &Message) -> Option<Value> {
     let text = m.text();
@@ -17,19 +33,60 @@ fn to_agui(m: &Message) -> Option<Value> {
     }
 }
 
-/// The conversation of `tasks` (oldest first), with each task's current status message.
+/// The conversation of `tasks` (oldest first): each task's history, the text of its
+/// artifacts, then its current status message.
 pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for task in tasks {
-        let status_msg = task.status.message.iter();
-        for m in task.history.iter().chain(status_msg) {
+        for m in &task.history {
+            if seen.insert(m.message_id.clone()) {
+                out.extend(to_agui(m));
+            }
+        }
+        for artifact in &task.artifacts {
+            let text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
+            let id = artifact_message_id(&task.id, &artifact_key(&task.id, artifact));
+            if !text.is_empty() && seen.insert(id.clone()) {
+                out.push(json!({"id": id, "role": "assistant", "content": text}));
+            }
+        }
+        if let Some(m) = &task.status.message {
             if seen.insert(m.message_id.clone()) {
                 out.extend(to_agui(m));
             }
         }
     }
     out
+}
+
+/// The client's own turns that the A2A history `a2a` does not hold (on a pick-up: the new
+/// user message), in order, as `(id, role, text)`: user and assistant text only.
+pub(crate) fn unheld_turns<'a>(
+    client: &'a [crate::agui::input::Message],
+    a2a: &[Value],
+) -> Vec<(&'a str, &'static str, String)> {
+    client
+        .iter()
+        .filter(|m| !a2a.iter().any(|u| u["id"] == m.id.as_str()))
+        .filter_map(|m| {
+            let role = match m.role.as_str() {
+                "user" => USER,
+                "assistant" => ASSISTANT,
+                _ => return None,
+            };
+            let text = match m.content.as_ref()? {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter(|p| p["type"] == "text")
+                    .filter_map(|p| p["text"].as_str())
+                    .collect(),
+                _ => return None,
+            };
+            Some((m.id.as_str(), role, text))
+        })
+        .collect()
 }
 
 /// A complete `MESSAGES_SNAPSHOT` for a client that holds `client` messages: theirs in
@@ -95,5 +152,23 @@ mod tests {
         let ids: Vec<&str> = merged.iter().map(|m| m["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["old", "u", "a1", "a2"]);
         assert_eq!(merged[0]["name"], "me", "client fields are kept");
+    }
+
+    #[test]
+    fn the_turns_a2a_does_not_hold_are_the_clients_new_ones() {
+        let client: Vec<crate::agui::input::Message> = serde_json::from_value(serde_json::json!([
+            {"id": "m1", "role": "user", "content": "Investigate"},
+            {"id": "act", "role": "activity", "activityType": "x", "content": {}},
+            {"id": "new", "role": "user", "content": [{"type": "text", "text": "and now?"}]}
+        ]))
+        .unwrap();
+        let upstream = vec![
+            json!({"id": "m1", "role": "user", "content": "Investigate"}),
+            json!({"id": "a1", "role": "assistant", "content": "Found it"}),
+        ];
+        assert_eq!(
+            unheld_turns(&client, &upstream),
+            [("new", USER, "and now?".to_owned())]
+        );
     }
 }

@@ -196,6 +196,47 @@ impl Projector {
         out
     }
 
+    /// Picks up a conversation the client has not seen (DESIGN §4): the run starts in
+    /// `context_id` with a `MESSAGES_SNAPSHOT` of its earlier turns (`tasks`, oldest first),
+    /// then the client's own turns A2A does not hold yet (its new message) as text messages:
+    /// `@ag-ui/client` keeps the messages it holds in its own order and appends the rest, so
+    /// the new message would otherwise stay before the history. Nothing of the history is
+    /// streamed again.
+    pub(crate) fn pick_up(
+        &mut self,
+        context_id: &str,
+        tasks: &[&Task],
+        client_messages: &[ClientMessage],
+    ) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        self.learn_ids(Some(context_id), None);
+        self.ensure_started(&mut out);
+        let earlier = history::messages(tasks);
+        let unheld = history::unheld_turns(client_messages, &earlier);
+        out.push(Event::MessagesSnapshot { messages: earlier });
+        for (id, role, text) in unheld {
+            let message_id = id.to_owned();
+            out.push(Event::TextMessageStart {
+                message_id: message_id.clone(),
+                role,
+            });
+            if !text.is_empty() {
+                out.push(Event::TextMessageContent {
+                    message_id: message_id.clone(),
+                    delta: text,
+                });
+            }
+            out.push(Event::TextMessageEnd { message_id });
+        }
+        for task in tasks {
+            self.mark_shown(task);
+        }
+        out
+    }
+
     /// Starts (if not yet) from a task snapshot; `None` once the run is finished.
     fn start_from(&mut self, task: &Task) -> Option<Vec<Event>> {
         if self.finished {
@@ -654,11 +695,7 @@ impl Projector {
             out.extend(self.fail(&RunError::LimitExceeded(msg)));
             return;
         }
-        let key = if artifact.artifact_id.is_empty() {
-            format!("{task_id}-artifact")
-        } else {
-            artifact.artifact_id.clone()
-        };
+        let key = history::artifact_key(task_id, artifact);
         let chunk_text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
         let known = self.artifacts.contains_key(&key);
         let mut ops = Vec::new();
@@ -686,7 +723,7 @@ impl Projector {
             let obj = artifact_state(&key, task_id, artifact, &chunk_text, last_chunk);
             ops.extend(parents);
             ops.push(add(pointer.clone(), obj));
-            let message_id = format!("{task_id}:{key}");
+            let message_id = history::artifact_message_id(task_id, &key);
             let track = self.artifacts.entry(key.clone()).or_insert(ArtifactTrack {
                 pointer: pointer.clone(),
                 text: String::new(),

@@ -741,3 +741,35 @@ fn cumulative_re_sends_count_only_their_new_text() {
     assert!(types(&events).contains(&"TEXT_MESSAGE_CONTENT"));
     assert_eq!(terminal(&events)["type"], "RUN_FINISHED");
 }
+
+#[test]
+fn history_rebuilds_the_messages_the_live_projection_gave() {
+    // DESIGN §4: every message the client got live is in the rebuilt history with the same
+    // id and text (a blocking send's result streams only its last status message live).
+    for path in [
+        "v1/send-artifact.json",
+        "v1/send-echo.json",
+        "v0_3/send-artifact.json",
+    ] {
+        let live = project(path);
+        let live: Vec<(String, String)> = texts(&live);
+        let Some(Ok(StreamEvent::Task(task))) = items(path).into_iter().next() else {
+            panic!("{path}: a task result")
+        };
+        let rebuilt: Vec<(String, String)> = history::messages(&[&task])
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .map(|m| {
+                let id = m["id"].as_str().unwrap().to_owned();
+                (id, m["content"].as_str().unwrap().to_owned())
+            })
+            .collect();
+        assert!(!live.is_empty(), "{path}");
+        for message in &live {
+            assert!(
+                rebuilt.contains(message),
+                "{path}: {message:?} not in {rebuilt:?}"
+            );
+        }
+    }
+}

@@ -5,8 +5,11 @@
 // The helper modules share their items with this file through `pub`.
 #![allow(unreachable_pub)]
 
+mod abuse;
 mod auth;
 mod fake;
+mod hostile;
+mod sessions;
 mod support;
 
 use std::time::Duration;
@@ -15,18 +18,11 @@ use fake::{task, update, Answer, Fake};
 use serde_json::{json, Value};
 use support::*;
 
-const MODES: [&str; 3] = ["both", "1.0", "0.3"];
-
 #[tokio::test(flavor = "multi_thread")]
 async fn streamed_text_reaches_the_client_on_every_protocol_version() {
-    for mode in MODES {
-        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
-        let steps = drive(
-            &gw.agent_url("ref"),
-            &format!("echo-{mode}"),
-            json!([{"message": "echo hello brave world"}]),
-        )
-        .await;
+    for (mode, steps) in
+        drive_each_mode("echo", json!([{"message": "echo hello brave world"}])).await
+    {
         let s = &steps[0];
         assert_accepted(s);
         assert_eq!(
@@ -92,14 +88,7 @@ async fn the_protocol_version_follows_the_card() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn artifacts_stream_as_text_and_land_in_state() {
-    for mode in MODES {
-        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
-        let steps = drive(
-            &gw.agent_url("ref"),
-            &format!("art-{mode}"),
-            json!([{"message": "artifact"}]),
-        )
-        .await;
+    for (mode, steps) in drive_each_mode("art", json!([{"message": "artifact"}])).await {
         let s = &steps[0];
         assert_accepted(s);
         let art = &s["state"]["view"]["artifacts"]["artifact-1"];
@@ -115,14 +104,7 @@ async fn artifacts_stream_as_text_and_land_in_state() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn input_required_interrupts_and_resumes_on_the_same_task() {
-    for mode in MODES {
-        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
-        let steps = drive(
-            &gw.agent_url("ref"),
-            &format!("hitl-{mode}"),
-            json!([{"message": "approve"}, {"resume": {"status": "resolved", "payload": "yes, go ahead"}}]),
-        )
-        .await;
+    for (mode, steps) in drive_each_mode("hitl", json!([{"message": "approve"}, {"resume": {"status": "resolved", "payload": "yes, go ahead"}}])).await {
         let (ask, answer) = (&steps[0], &steps[1]);
         assert_accepted(ask);
         let pending = ask["pendingInterrupts"].as_array().unwrap();
@@ -132,13 +114,7 @@ async fn input_required_interrupts_and_resumes_on_the_same_task() {
         let task_id = ask["state"]["a2a"]["task"]["id"].clone();
         assert_eq!(pending[0]["metadata"]["a2a"]["taskId"], task_id);
         assert_eq!(ask["state"]["a2a"]["task"]["state"], "input-required");
-        let activity = ask["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["role"] == "activity")
-            .unwrap();
-        assert_eq!(activity["content"]["stage"], "awaiting_input");
+        assert_eq!(activity(ask)["content"]["stage"], "awaiting_input");
 
         assert_accepted(answer);
         assert!(answer["pendingInterrupts"].as_array().unwrap().is_empty());
@@ -152,13 +128,7 @@ async fn input_required_interrupts_and_resumes_on_the_same_task() {
             assistant_texts(answer).last().unwrap(),
             "Approved: yes, go ahead"
         );
-        let activity = answer["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["role"] == "activity")
-            .unwrap();
-        assert_eq!(activity["content"]["stage"], "resolved");
+        assert_eq!(activity(answer)["content"]["stage"], "resolved");
     }
 }
 
@@ -246,16 +216,9 @@ async fn failures_are_run_errors_never_successes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn message_only_replies_finish_successfully() {
-    for mode in MODES {
-        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
-        let steps = drive(
-            &gw.agent_url("ref"),
-            &format!("msg-{mode}"),
-            json!([{"message": "msg hi there"}]),
-        )
-        .await;
+    for (mode, steps) in drive_each_mode("msg", json!([{"message": "msg hi there"}])).await {
         assert_accepted(&steps[0]);
-        assert_eq!(assistant_texts(&steps[0]), ["hi there"]);
+        assert_eq!(assistant_texts(&steps[0]), ["hi there"], "{mode}");
         assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
     }
 }
@@ -313,14 +276,12 @@ async fn later_turns_continue_the_server_context_not_the_thread_id() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn blocking_send_mode_projects_the_same_way() {
-    for mode in MODES {
-        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
-        let steps = drive(
-            &gw.agent_url("ref"),
-            &format!("send-{mode}"),
-            json!([{"message": "artifact", "forwardedProps": {"a2a": {"mode": "send"}}}]),
-        )
-        .await;
+    for (mode, steps) in drive_each_mode(
+        "send",
+        json!([{"message": "artifact", "forwardedProps": {"a2a": {"mode": "send"}}}]),
+    )
+    .await
+    {
         assert_accepted(&steps[0]);
         assert_eq!(
             steps[0]["state"]["view"]["artifacts"]["artifact-1"]["text"], "Hello from artifact.",
@@ -426,7 +387,7 @@ async fn request_errors_are_json_before_the_stream() {
     let config = json!({"agents": [{"name": "ref", "url": upstream("both")}], "limits": {"max_body_bytes": 2048}});
     let gw = Gateway::start(&config.to_string(), false).await;
     let client = reqwest::Client::new();
-    let good = json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "echo x"}]});
+    let good = run_input("t", "echo x");
     let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
         (client.post(gw.agent_url("nope")).json(&good), 404, "unknown_agent"),
         (client.post(gw.agent_url("ref")).body("{}").header("content-type", "text/plain"), 415, "unsupported_media_type"),
@@ -459,7 +420,7 @@ async fn old_clients_get_no_1_0_only_shapes() {
     let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
     let body = reqwest::Client::new()
         .post(gw.agent_url("ref"))
-        .json(&json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "echo old"}]}))
+        .json(&run_input("t", "echo old"))
         .send()
         .await
         .unwrap()
@@ -469,7 +430,7 @@ async fn old_clients_get_no_1_0_only_shapes() {
     let last = body.trim_end().lines().last().unwrap();
     assert_eq!(
         last,
-        r#"data: {"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#
+        r#"data: {"type":"RUN_FINISHED","threadId":"t","runId":"t-run"}"#
     );
 }
 
@@ -498,7 +459,11 @@ async fn a_cut_stream_is_resubscribed_without_repeating_text() {
     assert_accepted(&steps[0]);
     assert_eq!(assistant_texts(&steps[0]), ["part one ", "part two"]);
     assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
-    assert_eq!(up.calls(), ["SendStreamingMessage", "SubscribeToTask"]);
+    // ListTasks first: is the threadId a context the upstream knows (pick-up, DESIGN §4)?
+    assert_eq!(
+        up.calls(),
+        ["ListTasks", "SendStreamingMessage", "SubscribeToTask"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -527,7 +492,12 @@ async fn a_task_that_finished_while_away_is_read_with_get_task() {
     assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
     assert_eq!(
         up.calls(),
-        ["SendStreamingMessage", "SubscribeToTask", "GetTask"]
+        [
+            "ListTasks",
+            "SendStreamingMessage",
+            "SubscribeToTask",
+            "GetTask"
+        ]
     );
 }
 
@@ -705,7 +675,7 @@ async fn runs_beyond_the_concurrency_limit_get_429() {
     let config = json!({"agents": [{"name": "ref", "url": upstream("both")}], "limits": {"max_concurrent_runs": 1}});
     let gw = Gateway::start(&config.to_string(), false).await;
     let client = reqwest::Client::new();
-    let body = |text: &str| json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": text}]});
+    let body = |text: &str| run_input("t", text);
     let first = client
         .post(gw.agent_url("ref"))
         .json(&body("slow 5"))
@@ -745,7 +715,7 @@ async fn shutdown_ends_open_runs_with_a_terminal_event() {
         let _ = stop_rx.await;
     })
     .await;
-    let body = json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "slow 100"}]});
+    let body = run_input("t", "slow 100");
     let mut resp = reqwest::Client::new()
         .post(gw.agent_url("ref"))
         .json(&body)
@@ -802,7 +772,7 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         )
     };
     let page = client(ProtocolVersion::V1)
-        .list_tasks(&context, 10, None)
+        .list_tasks(&context, 10, None, 0)
         .await
         .unwrap();
     assert_eq!(page.tasks.len(), 2);
@@ -812,7 +782,7 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         "newest first"
     );
     let v03 = client(ProtocolVersion::V0_3)
-        .list_tasks(&context, 10, None)
+        .list_tasks(&context, 10, None, 0)
         .await;
     assert!(matches!(v03, Err(ClientError::Unsupported(..))));
     // GetTask and CancelTask in both versions, on a finished task.
@@ -843,7 +813,7 @@ async fn agents_that_do_not_stream_are_called_with_a_blocking_send() {
     let steps = drive(&gw.agent_url("plain"), "plain", json!([{"message": "hi"}])).await;
     assert_accepted(&steps[0]);
     assert_eq!(assistant_texts(&steps[0]), ["sent, not streamed"]);
-    assert_eq!(up.calls(), ["SendMessage"]);
+    assert_eq!(up.calls(), ["ListTasks", "SendMessage"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -851,16 +821,10 @@ async fn agents_accepting_client_context_ids_get_the_thread_id() {
     let config =
         json!({"agents": [{"name": "ref", "url": upstream("both"), "context_ids": "client"}]});
     let gw = Gateway::start(&config.to_string(), false).await;
-    let steps = drive(
-        &gw.agent_url("ref"),
-        "thread-as-context",
-        json!([{"message": "echo hi"}]),
-    )
-    .await;
-    assert_accepted(&steps[0]);
-    assert_eq!(steps[0]["state"]["a2a"]["contextId"], "thread-as-context");
+    let step = drive_message(&gw.agent_url("ref"), "thread-as-context", "echo hi").await;
+    assert_eq!(step["state"]["a2a"]["contextId"], "thread-as-context");
     assert_eq!(
-        steps[0]["events"][0]["metadata"]["a2a"]["contextId"],
+        step["events"][0]["metadata"]["a2a"]["contextId"],
         "thread-as-context"
     );
 }

@@ -125,6 +125,45 @@ pub async fn drive(url: &str, thread_id: &str, steps: Value) -> Vec<Value> {
     drive_with(json!({"url": url, "threadId": thread_id, "steps": steps})).await
 }
 
+/// The protocol modes of the reference upstream: 1.0 + 0.3, 1.0 only, 0.3 only.
+pub const MODES: [&str; 3] = ["both", "1.0", "0.3"];
+
+/// For each upstream mode: a gateway with agent `ref` on that upstream, driven on thread
+/// `<thread>-<mode>` with `steps`. Returns `(mode, steps)` per mode, in [`MODES`] order.
+pub async fn drive_each_mode(thread: &str, steps: Value) -> Vec<(&'static str, Vec<Value>)> {
+    let mut out = Vec::new();
+    for mode in MODES {
+        let gw = Gateway::with_agents(&[("ref", upstream(mode))]).await;
+        let driven = drive(
+            &gw.agent_url("ref"),
+            &format!("{thread}-{mode}"),
+            steps.clone(),
+        )
+        .await;
+        out.push((mode, driven));
+    }
+    out
+}
+
+/// One run of one user message through HttpAgent; asserts the client accepted it and returns
+/// its step.
+pub async fn drive_message(url: &str, thread: &str, text: &str) -> Value {
+    let mut steps = drive(url, thread, json!([{ "message": text }])).await;
+    let step = steps.remove(0);
+    assert_accepted(&step);
+    step
+}
+
+/// The client's activity message (interrupts), if any.
+pub fn activity(step: &Value) -> &Value {
+    step["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "activity")
+        .expect("an activity message")
+}
+
 pub async fn drive_with(script: Value) -> Vec<Value> {
     let client = root().join("tests/client");
     require(&client.join("node_modules/@ag-ui/client"), "@ag-ui/client");
@@ -201,4 +240,159 @@ pub fn assistant_texts(step: &Value) -> Vec<String> {
         .filter(|(r, _)| r == "assistant")
         .map(|(_, c)| c)
         .collect()
+}
+
+// Helpers for the hardening tests (hostile upstreams, abusive clients).
+
+/// A RunAgentInput with one user message `text`; the run and message ids derive from
+/// `thread`. Add `state`, `forwardedProps` etc. by indexing the returned value.
+pub fn run_input(thread: &str, text: &str) -> Value {
+    json!({
+        "threadId": thread,
+        "runId": format!("{thread}-run"),
+        "messages": [{"id": format!("{thread}-user"), "role": "user", "content": text}],
+    })
+}
+
+/// One request to a run route, read to its end with reqwest.
+pub struct SseRun {
+    pub status: u16,
+    /// The whole body as received (the SSE stream, or a JSON error).
+    pub raw: String,
+    /// The `data:` payloads of the SSE stream, parsed.
+    pub events: Vec<Value>,
+    /// From sending the request to the end of the body.
+    pub elapsed: std::time::Duration,
+    /// A transport error that ended the body early, if any.
+    pub cut: Option<String>,
+}
+
+impl SseRun {
+    /// The body as JSON (for the errors answered before a stream starts).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.raw).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.raw))
+    }
+
+    pub fn types(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or("?"))
+            .collect()
+    }
+}
+
+/// POSTs `body` to `url` and reads the whole answer; panics (with what arrived so far) if
+/// it has not ended within `within`.
+pub async fn post_run(url: &str, body: &Value, within: std::time::Duration) -> SseRun {
+    let started = std::time::Instant::now();
+    let mut raw = Vec::new();
+    let mut status = 0;
+    let mut cut = None;
+    let read = async {
+        let mut resp = reqwest::Client::new()
+            .post(url)
+            .json(body)
+            .send()
+            .await
+            .expect("send the run request");
+        status = resp.status().as_u16();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => raw.extend_from_slice(&chunk),
+                Ok(None) => break,
+                Err(e) => {
+                    cut = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+    };
+    let ended = tokio::time::timeout(within, read).await.is_ok();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    assert!(
+        ended,
+        "the run did not end within {within:?} (status {status}); last bytes: {}",
+        tail(&raw, 600)
+    );
+    let events = sse_events(&raw);
+    SseRun {
+        status,
+        raw,
+        events,
+        elapsed: started.elapsed(),
+        cut,
+    }
+}
+
+/// The last `n` bytes of `s` (on a char boundary), for failure messages.
+pub fn tail(s: &str, n: usize) -> &str {
+    let mut at = s.len().saturating_sub(n);
+    while !s.is_char_boundary(at) {
+        at += 1;
+    }
+    &s[at..]
+}
+
+/// The JSON payloads of an SSE body (`data:` lines of each frame joined by newlines).
+pub fn sse_events(raw: &str) -> Vec<Value> {
+    raw.replace("\r\n", "\n")
+        .split("\n\n")
+        .filter_map(|frame| {
+            let data: Vec<&str> = frame
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            (!data.is_empty()).then(|| {
+                serde_json::from_str(&data.join("\n"))
+                    .unwrap_or_else(|e| panic!("an SSE frame is not JSON ({e}): {frame:.300}"))
+            })
+        })
+        .collect()
+}
+
+/// The run was a `200` stream that started with `RUN_STARTED` and ended in exactly one
+/// terminal event, a `RUN_ERROR` with `code`; returns that event.
+pub fn assert_run_error(run: &SseRun, code: &str) -> Value {
+    assert_eq!(run.status, 200, "{}", tail(&run.raw, 600));
+    assert!(run.cut.is_none(), "the stream was cut: {:?}", run.cut);
+    let types = run.types();
+    assert_eq!(types.first(), Some(&"RUN_STARTED"), "{types:?}");
+    let terminals = types
+        .iter()
+        .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
+        .count();
+    let last = run.events.last().unwrap();
+    assert_eq!(
+        (terminals, last["type"].as_str()),
+        (1, Some("RUN_ERROR")),
+        "one terminal event, a RUN_ERROR, last: {}",
+        tail(&run.raw, 600)
+    );
+    assert_eq!(last["code"], code, "RUN_ERROR: {last}");
+    last.clone()
+}
+
+/// The run was a `200` stream that finished successfully.
+pub fn assert_run_finished(run: &SseRun) {
+    assert_eq!(run.status, 200, "{}", tail(&run.raw, 600));
+    let last = run.events.last().expect("events");
+    assert_eq!(last["type"], "RUN_FINISHED", "{}", tail(&run.raw, 600));
+    assert_eq!(run.types().first(), Some(&"RUN_STARTED"));
+}
+
+/// The gateway (started with `--demo`) still serves a normal run, through the real client.
+pub async fn assert_serves(gw: &Gateway, thread: &str) {
+    let steps = drive(
+        &gw.agent_url("demo"),
+        thread,
+        json!([{"message": "echo still serving"}]),
+    )
+    .await;
+    assert_accepted(&steps[0]);
+    assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
+    assert_eq!(
+        assistant_texts(&steps[0]).last().map(String::as_str),
+        Some("still serving")
+    );
 }
