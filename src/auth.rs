@@ -67,7 +67,6 @@ impl Caller {
         }
     }
 
-    #[allow(dead_code, reason = "read by thread ownership (issue 7), wired next")]
     pub(crate) fn has_scope(&self, scope: &str) -> bool {
         self.scopes.iter().any(|s| s == scope)
     }

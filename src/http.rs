@@ -217,9 +217,10 @@ async fn run_agent(
         timeouts: s.timeouts,
         permit,
         stop: s.stop.clone(),
-        // Without inbound auth there is one anonymous caller, who sees every context
-        // (DESIGN §11).
-        may_pick_up: true,
+        // Contexts not created through the gateway: only for callers who see every
+        // context (DESIGN §11) — the anonymous caller without inbound auth, or scope
+        // threads:all. (`visibility: shared` per agent is still to come.)
+        may_pick_up: caller.has_scope(auth::SCOPE_THREADS_ALL),
     });
     let mut resp = Response::new(Body::from_stream(SseBody::new(events, sse::KEEP_ALIVE)));
     let headers = resp.headers_mut();

@@ -29,11 +29,6 @@ async fn gateway() -> Gateway {
     Gateway::start(&config.to_string(), true).await
 }
 
-fn run_input(thread: &str, text: &str) -> Value {
-    json!({"threadId": thread, "runId": format!("{thread}-r1"),
-        "messages": [{"id": format!("{thread}-m1"), "role": "user", "content": text}]})
-}
-
 /// A token for `sub` signed with a fixture key; `exp_in` seconds from now (negative: past).
 fn jwt(alg: Algorithm, kid: &str, pem: &str, sub: &str, exp_in: i64) -> String {
     let pem = std::fs::read(root().join("fixtures/auth").join(pem)).unwrap();
@@ -135,10 +130,11 @@ async fn an_api_key_runs_the_demo_agent() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
-    let body = resp.text().await.unwrap();
-    assert!(body.contains(r#""type":"RUN_STARTED""#), "{body}");
-    assert!(body.contains(r#""delta":"hi ""#), "{body}");
-    assert!(body.contains(r#""type":"RUN_FINISHED""#), "{body}");
+    let events = sse_events(&resp.text().await.unwrap());
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"RUN_STARTED"), "{types:?}");
+    assert_eq!(types.last(), Some(&"RUN_FINISHED"), "{types:?}");
+    assert!(events.iter().any(|e| e["delta"] == "hi "), "{events:?}");
     let agents: Value = reqwest::Client::new()
         .get(format!("{}/agents", gw.base))
         .bearer_auth(KEY)
@@ -189,8 +185,8 @@ async fn a_jwt_from_the_jwks_file_is_accepted_an_expired_or_foreign_one_refused(
         let token = jwt(alg, kid, pem, "alice", 300);
         let resp = run(&format!("t-jwt-{kid}"), &token).await.unwrap();
         assert_eq!(resp.status(), 200, "{alg:?}");
-        let body = resp.text().await.unwrap();
-        assert!(body.contains(r#""type":"RUN_FINISHED""#), "{body}");
+        let events = sse_events(&resp.text().await.unwrap());
+        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
     }
     let expired = jwt(Algorithm::RS256, "test-rsa", "test-rsa.pem", "alice", -600);
     let body = assert_unauthorized(run("t-jwt-old", &expired).await.unwrap(), &expired).await;
@@ -299,4 +295,56 @@ fn validate_only_refuses_a_non_loopback_listen_without_auth() {
         !text.contains("secret-one") && !text.contains("secret-two"),
         "{text}"
     );
+}
+
+/// Picking up a context that was not created through the gateway needs scope `threads:all`
+/// when inbound auth is on (DESIGN §11); without auth the anonymous caller has it.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_threads_all_picks_up_a_context_started_elsewhere() {
+    let up = upstream("both");
+    let config = json!({
+        "agents": [{"name": "ref", "url": up}],
+        "auth": {"api_keys": [
+            {"name": "ops", "key": "e2e-ops-key-0123456789", "scopes": ["threads:all"]},
+            {"name": "plain", "key": "e2e-plain-key-0123456789"},
+        ]},
+    });
+    let gw = Gateway::start(&config.to_string(), false).await;
+    for (caller, key, picks_up) in [
+        ("plain", "e2e-plain-key-0123456789", false),
+        ("ops", "e2e-ops-key-0123456789", true),
+    ] {
+        // A conversation some other A2A client started with its own contextId.
+        let context = format!("elsewhere-{caller}-{}", std::process::id());
+        let send = json!({"jsonrpc": "2.0", "id": "1", "method": "message/send", "params": {"message": {
+            "role": "user", "messageId": "m1", "contextId": context,
+            "parts": [{"kind": "text", "text": "echo private"}]}}});
+        let reply: Value = reqwest::Client::new()
+            .post(up)
+            .json(&send)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(reply["result"]["status"]["state"], "completed", "{reply}");
+        let steps = drive_with(json!({
+            "url": gw.agent_url("ref"), "threadId": context,
+            "headers": {"Authorization": format!("Bearer {key}")},
+            "steps": [{"message": "echo mine"}],
+        }))
+        .await;
+        assert_accepted(&steps[0]);
+        let snapshot = event_types(&steps[0]).contains(&"MESSAGES_SNAPSHOT".to_owned());
+        assert_eq!(snapshot, picks_up, "{caller}");
+        let landed = steps[0]["state"]["a2a"]["contextId"] == context.as_str();
+        assert_eq!(landed, picks_up, "{caller}");
+        let texts = transcript(&steps[0]);
+        assert_eq!(
+            texts.iter().any(|(_, c)| c == "private"),
+            picks_up,
+            "{caller}: {texts:?}"
+        );
+    }
 }
