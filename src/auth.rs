@@ -48,6 +48,9 @@ const LEEWAY_S: u64 = 30;
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// The longest caller identity (it keys bindings and shows in logs).
 const MAX_IDENTITY_BYTES: usize = 256;
+/// The shortest API key accepted: guessing must be hopeless, and a mistyped
+/// `--api-key KEY` (no `NAME=`) must not pass with a stub such as `=`.
+const MIN_API_KEY_BYTES: usize = 16;
 /// RFC 7518 §3.2: an HS256 key at least as long as the hash output.
 const MIN_HS256_SECRET_BYTES: usize = 32;
 
@@ -211,8 +214,11 @@ impl Authenticator {
                 ));
             }
             let key = resolve_reference(&format!("{at}.key"), reference)?;
-            if key.is_empty() {
-                return Err(err(format!("{at}.key"), "the key is empty"));
+            if key.len() < MIN_API_KEY_BYTES {
+                return Err(err(
+                    format!("{at}.key"),
+                    format!("the key must be at least {MIN_API_KEY_BYTES} bytes"),
+                ));
             }
             if !key.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(err(
@@ -593,23 +599,28 @@ mod tests {
 
     #[test]
     fn api_keys_match_exactly() {
-        std::env::set_var("AUTH_TEST_KEY", "key-from-env");
+        std::env::set_var("AUTH_TEST_KEY", "key-from-env-0123");
         let auth = build(
-            "api_keys: [{name: console, key: env:AUTH_TEST_KEY, scopes: [threads:all]}, {name: ci, key: literal-key}]",
-            &["cli=flag-key"],
+            "api_keys: [{name: console, key: env:AUTH_TEST_KEY, scopes: [threads:all]}, {name: ci, key: literal-key-0123}]",
+            &["cli=flag-key-01234567"],
         )
         .unwrap();
         assert!(auth.is_configured());
-        let console = check(&auth, "key-from-env").unwrap();
+        let console = check(&auth, "key-from-env-0123").unwrap();
         assert_eq!(console.name, "console");
         assert!(console.has_scope("threads:all"));
         assert!(!console.has_scope("threads"));
-        assert_eq!(check(&auth, "literal-key").unwrap().name, "ci");
+        assert_eq!(check(&auth, "literal-key-0123").unwrap().name, "ci");
         assert_eq!(
-            check(&auth, "flag-key").unwrap().scopes,
+            check(&auth, "flag-key-01234567").unwrap().scopes,
             Vec::<String>::new()
         );
-        for wrong in ["key-from-en", "key-from-envx", "KEY-FROM-ENV", "x"] {
+        for wrong in [
+            "key-from-env-012",
+            "key-from-env-01234",
+            "KEY-FROM-ENV-0123",
+            "x",
+        ] {
             assert_eq!(check(&auth, wrong), Err(Rejection::Invalid), "{wrong}");
         }
         assert_eq!(auth.authenticate(None), Err(Rejection::Missing));
@@ -617,7 +628,7 @@ mod tests {
         assert_eq!(auth.authenticate(Some(&basic)), Err(Rejection::Missing));
         let bare = HeaderValue::from_static("Bearer ");
         assert_eq!(auth.authenticate(Some(&bare)), Err(Rejection::Missing));
-        let lower = HeaderValue::from_static("bearer literal-key");
+        let lower = HeaderValue::from_static("bearer literal-key-0123");
         assert_eq!(auth.authenticate(Some(&lower)).unwrap().name, "ci");
         let huge = "k".repeat(MAX_TOKEN_BYTES + 1);
         assert_eq!(check(&auth, &huge), Err(Rejection::Invalid));
@@ -629,18 +640,18 @@ mod tests {
             &format!(
                 "api_keys: [{{name: console, key: super-secret-key}}]\njwt: {{issuer: '{ISS}', audience: {AUD}, hs256_secret: '{HS_SECRET}'}}"
             ),
-            &["cli=flag-secret-key"],
+            &["cli=flag-secret-key-0"],
         )
         .unwrap();
         let file: AuthConfig =
             serde_yaml_ng::from_str("api_keys: [{name: console, key: super-secret-key}]").unwrap();
-        let flag: Secret = "cli=flag-secret-key".parse().unwrap();
+        let flag: Secret = "cli=flag-secret-key-0".parse().unwrap();
         for shown in [
             format!("{auth:?}"),
             format!("{file:?}"),
             format!("{flag:?}"),
         ] {
-            for secret in ["super-secret-key", "flag-secret-key", HS_SECRET] {
+            for secret in ["super-secret-key", "flag-secret-key-0", HS_SECRET] {
                 assert!(!shown.contains(secret), "{shown}");
             }
         }
@@ -758,15 +769,18 @@ mod tests {
     fn config_errors_name_the_key() {
         let key = |yaml: &str, flags: &[&str]| build(yaml, flags).unwrap_err().key;
         assert_eq!(
-            key("api_keys: [{name: a, key: k1}, {name: a, key: k2}]", &[]),
+            key("api_keys: [{name: a, key: key-one-0123456789}, {name: a, key: key-two-0123456789}]", &[]),
             "auth.api_keys[1].name"
         );
         assert_eq!(
-            key("api_keys: [{name: a, key: k1}]", &["a=k2"]),
+            key(
+                "api_keys: [{name: a, key: key-one-0123456789}]",
+                &["a=key-two-0123456789"]
+            ),
             "--api-key.name"
         );
         assert_eq!(
-            key("api_keys: [{name: a, key: k1}, {name: b, key: k1}]", &[]),
+            key("api_keys: [{name: a, key: key-one-0123456789}, {name: b, key: key-one-0123456789}]", &[]),
             "auth.api_keys[1].key"
         );
         assert_eq!(
@@ -774,11 +788,11 @@ mod tests {
             "auth.api_keys[0].key"
         );
         assert_eq!(
-            key("api_keys: [{name: a, key: 'has space'}]", &[]),
+            key("api_keys: [{name: a, key: 'has space 0123456789'}]", &[]),
             "auth.api_keys[0].key"
         );
         assert_eq!(
-            key("api_keys: [{name: '', key: k}]", &[]),
+            key("api_keys: [{name: '', key: key-0123456789abc}]", &[]),
             "auth.api_keys[0].name"
         );
         assert_eq!(
@@ -786,11 +800,17 @@ mod tests {
             "auth.api_keys[0].key"
         );
         assert_eq!(
-            key("api_keys: [{name: a, key: k, scopes: ['a b']}]", &[]),
+            key(
+                "api_keys: [{name: a, key: key-0123456789abc, scopes: ['a b']}]",
+                &[]
+            ),
             "auth.api_keys[0].scopes"
         );
         assert_eq!(key("{}", &["no-equals-sign"]), "--api-key");
         assert_eq!(key("{}", &["a="]), "--api-key.key");
+        assert_eq!(key("{}", &["a=short-key"]), "--api-key.key");
+        // A key with `=` in it but no NAME= is caught by the length rule.
+        assert_eq!(key("{}", &["c2VjcmV0c2VjcmV0=="]), "--api-key.key");
         let jwt = |rest: &str| format!("jwt: {{issuer: '{ISS}', audience: {AUD}{rest}}}");
         assert_eq!(key(&jwt(""), &[]), "auth.jwt");
         assert_eq!(
@@ -850,7 +870,8 @@ mod tests {
         use axum::routing::get;
         use tower::ServiceExt;
 
-        let auth = Arc::new(build("api_keys: [{name: console, key: k-123}]", &[]).unwrap());
+        let auth =
+            Arc::new(build("api_keys: [{name: console, key: k-0123456789abcdef}]", &[]).unwrap());
         let app = axum::Router::new()
             .route("/healthz", get(|| async { "ok" }))
             .route("/readyz", get(|| async { "ready" }))
@@ -882,7 +903,7 @@ mod tests {
                 assert!(!body.to_string().contains("wrong"));
             }
         }
-        let resp = call("/who", Some("k-123")).await.unwrap();
+        let resp = call("/who", Some("k-0123456789abcdef")).await.unwrap();
         assert_eq!(resp.status(), 200);
         let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
             .await

@@ -678,7 +678,7 @@ mod tests {
         assert!(settings(open, keyed).unwrap().auth.is_configured());
         for ok in [
             "listen: 0.0.0.0:0\ninsecure_no_auth: true",
-            "listen: 0.0.0.0:0\nauth: {api_keys: [{name: a, key: k}]}",
+            "listen: 0.0.0.0:0\nauth: {api_keys: [{name: a, key: key-0123456789abc}]}",
             "listen: '[::1]:0'",
             "listen: 127.0.0.2:0",
         ] {

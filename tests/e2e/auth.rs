@@ -263,7 +263,7 @@ fn validate_only_refuses_a_non_loopback_listen_without_auth() {
         (
             "keyed",
             format!("listen: 0.0.0.0:0\n{agents}"),
-            &["--api-key", "console=literal-e2e-key"][..],
+            &["--api-key", "console=literal-e2e-key-0123"][..],
         ),
         (
             "loopback",
@@ -273,7 +273,7 @@ fn validate_only_refuses_a_non_loopback_listen_without_auth() {
     ] {
         let (ok, text) = validate(name, &yaml, flags);
         assert!(ok, "{name}: {text}");
-        assert!(!text.contains("literal-e2e-key"), "{text}");
+        assert!(!text.contains("literal-e2e-key-0123"), "{text}");
     }
     let (ok, text) = validate(
         "bad-jwks",
@@ -286,13 +286,13 @@ fn validate_only_refuses_a_non_loopback_listen_without_auth() {
     assert!(text.contains("auth.jwt.jwks_file"), "{text}");
     let (ok, text) = validate(
         "dup",
-        &format!("auth: {{api_keys: [{{name: a, key: secret-one}}, {{name: a, key: secret-two}}]}}\n{agents}"),
+        &format!("auth: {{api_keys: [{{name: a, key: secret-one-0123456789}}, {{name: a, key: secret-two-0123456789}}]}}\n{agents}"),
         &[],
     );
     assert!(!ok);
     assert!(text.contains("auth.api_keys[1].name"), "{text}");
     assert!(
-        !text.contains("secret-one") && !text.contains("secret-two"),
+        !text.contains("secret-one-0123456789") && !text.contains("secret-two-0123456789"),
         "{text}"
     );
 }
