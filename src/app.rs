@@ -89,6 +89,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs)),
         stop: stop_rx,
         cors_origins: settings.cors_origins.clone(),
+        auth: settings.auth.clone(),
     };
     Ok(App {
         router: http::router(state),

@@ -25,10 +25,6 @@ pub(crate) mod redis;
 pub(crate) use self::memory::MemoryStore;
 pub(crate) use self::redis::{RedisStore, Unavailable};
 
-/// The owner of every binding while the gateway has no inbound auth (DESIGN §11: one
-/// anonymous caller).
-pub(crate) const ANONYMOUS: &str = "anonymous";
-
 /// A binding store: one of the kinds, and the count of its failures.
 #[derive(Debug)]
 pub(crate) struct BindingStore {

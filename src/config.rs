@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -16,6 +17,7 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::a2a::model::ProtocolVersion;
+use crate::auth::Authenticator;
 
 /// The config file, as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -27,9 +29,87 @@ pub struct FileConfig {
     pub binding_ttl_s: Option<u64>,
     /// Browser origins allowed to call the gateway (CORS); none by default.
     pub cors_origins: Vec<String>,
+    /// Allow a non-loopback `listen` without inbound auth (DESIGN §11).
+    pub insecure_no_auth: bool,
+    /// Inbound auth: API keys and JWT.
+    pub auth: AuthConfig,
     pub agents: Vec<AgentConfig>,
     pub limits: Limits,
     pub timeouts: Timeouts,
+}
+
+/// A secret, or a reference to one (`env:NAME`, `file:/path`, or the literal value): its
+/// `Debug` prints `[redacted]`, so no config dump shows it.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The value, for the one place that uses it.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+/// `auth`: inbound caller authentication (DESIGN §2, §11); see `crate::auth`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `Authorization: Bearer <key>`.
+    pub api_keys: Vec<ApiKeyConfig>,
+    /// `Authorization: Bearer <JWT>`.
+    pub jwt: Option<JwtConfig>,
+}
+
+/// One inbound API key, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// The caller identity the key authenticates.
+    pub name: String,
+    /// The key, by reference.
+    pub key: Secret,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// `auth.jwt`, as written: exactly one of `jwks_file` and `hs256_secret`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    pub issuer: String,
+    pub audience: String,
+    /// RS256/ES256 public keys (a JWKS document), read at start.
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// The HS256 secret, by reference.
+    #[serde(default)]
+    pub hs256_secret: Option<Secret>,
+    #[serde(default = "default_identity_claim")]
+    pub identity_claim: String,
+    #[serde(default = "default_scopes_claim")]
+    pub scopes_claim: String,
+}
+
+fn default_identity_claim() -> String {
+    "sub".into()
+}
+
+fn default_scopes_claim() -> String {
+    "scope".into()
 }
 
 /// One upstream agent, as written.
@@ -210,6 +290,8 @@ pub struct Settings {
     pub limits: Limits,
     pub timeouts: TimeoutSettings,
     pub demo: bool,
+    /// Who may call: API keys and JWT, or nobody checked (one anonymous caller).
+    pub(crate) auth: Arc<Authenticator>,
 }
 
 /// What the command line and environment say (applied over the file).
@@ -222,6 +304,10 @@ pub struct Overrides {
     /// `NAME=URL` pairs.
     pub agents: Vec<String>,
     pub demo: bool,
+    /// `--api-key NAME=REF` values, added to the file's `auth.api_keys`.
+    pub api_keys: Vec<Secret>,
+    /// `--insecure-no-auth`.
+    pub insecure_no_auth: bool,
 }
 
 /// A configuration problem, naming the key.
@@ -232,7 +318,7 @@ pub struct ConfigError {
     pub message: String,
 }
 
-fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+pub(crate) fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError {
         key: key.into(),
         message: message.into(),
@@ -273,8 +359,8 @@ fn parse_url(key: &str, raw: &str) -> Result<Url, ConfigError> {
     Ok(url)
 }
 
-/// Resolves a header value reference: `env:NAME`, `file:/path` (trimmed) or a literal.
-fn resolve_reference(key: &str, raw: &str) -> Result<String, ConfigError> {
+/// Resolves a value reference: `env:NAME`, `file:/path` (trimmed) or a literal.
+pub(crate) fn resolve_reference(key: &str, raw: &str) -> Result<String, ConfigError> {
     if let Some(var) = raw.strip_prefix("env:") {
         std::env::var(var).map_err(|_| err(key, format!("environment variable {var} is not set")))
     } else if let Some(path) = raw.strip_prefix("file:") {
@@ -373,7 +459,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         .listen
         .or(file.listen)
         .unwrap_or_else(|| "127.0.0.1:8080".into());
-    let listen = listen_raw
+    let listen: SocketAddr = listen_raw
         .parse()
         .map_err(|_| err("listen", format!("{listen_raw:?} is not HOST:PORT")))?;
     let binding_store = parse_store(
@@ -461,6 +547,20 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
     for raw in file.cors_origins.iter().chain(&over.cors_origins) {
         cors_origins.push(parse_origin(raw)?);
     }
+    let auth = Authenticator::from_config(&file.auth, &over.api_keys)?;
+    // DESIGN §11: without inbound auth, loopback only unless explicitly waived.
+    let waived = file.insecure_no_auth || over.insecure_no_auth;
+    if !(listen.ip().is_loopback() || auth.is_configured() || waived) {
+        return Err(err(
+            "listen",
+            format!(
+                "{listen} is not a loopback address and no inbound auth is configured: \
+                 configure auth (auth.api_keys, auth.jwt or --api-key), or set \
+                 insecure_no_auth: true (--insecure-no-auth) if something in front \
+                 authenticates callers"
+            ),
+        ));
+    }
     Ok(Settings {
         listen,
         binding_store,
@@ -470,6 +570,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         limits: file.limits,
         timeouts,
         demo: over.demo,
+        auth: Arc::new(auth),
     })
 }
 
@@ -485,7 +586,10 @@ mod tests {
     fn the_example_config_is_valid() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/gateway.example.yaml");
         std::env::set_var("REF_AUTHORIZATION", "Bearer secret");
+        std::env::set_var("CONSOLE_KEY", "example-console-key");
+        std::env::set_var("JWT_SECRET", "example-jwt-secret-of-at-least-32-bytes");
         let s = settings(read_file(&path).unwrap(), Overrides::default()).unwrap();
+        assert!(s.auth.is_configured());
         assert_eq!(s.agents[0].name, "ref");
         assert_eq!(s.agents[0].headers["authorization"], "Bearer secret");
         assert_eq!(s.limits.max_body_bytes, 8 * 1024 * 1024);
@@ -614,6 +718,40 @@ mod tests {
             "binding_ttl_s"
         );
         assert!(yaml("binding_ttl_s: -1\nagents: []").is_err());
+    }
+
+    #[test]
+    fn a_non_loopback_listen_needs_inbound_auth_or_the_waiver() {
+        let agents = "agents: [{name: a, url: 'http://x'}]";
+        let open = yaml(&format!("listen: 0.0.0.0:0\n{agents}")).unwrap();
+        let e = settings(open.clone(), Overrides::default()).unwrap_err();
+        assert_eq!(e.key, "listen");
+        assert!(e.message.contains("insecure_no_auth"), "{e}");
+        let waived = Overrides {
+            insecure_no_auth: true,
+            ..Default::default()
+        };
+        assert!(!settings(open.clone(), waived).unwrap().auth.is_configured());
+        let keyed = Overrides {
+            api_keys: vec!["console=literal-test-key".parse().unwrap()],
+            ..Default::default()
+        };
+        assert!(settings(open, keyed).unwrap().auth.is_configured());
+        for ok in [
+            "listen: 0.0.0.0:0\ninsecure_no_auth: true",
+            "listen: 0.0.0.0:0\nauth: {api_keys: [{name: a, key: key-0123456789abc}]}",
+            "listen: '[::1]:0'",
+            "listen: 127.0.0.2:0",
+        ] {
+            let file = yaml(&format!("{ok}\n{agents}")).unwrap();
+            assert!(settings(file, Overrides::default()).is_ok(), "{ok}");
+        }
+        let flag = Overrides {
+            listen: Some("[::]:0".into()),
+            ..Default::default()
+        };
+        let file = yaml(agents).unwrap();
+        assert_eq!(settings(file, flag).unwrap_err().key, "listen");
     }
 
     #[test]

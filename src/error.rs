@@ -16,6 +16,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 
 use crate::a2a::client::ClientError;
+use crate::auth::Rejection;
 
 /// A request problem, reported before any stream starts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +53,8 @@ pub(crate) enum RequestError {
     UnsupportedMediaType,
     #[error("the gateway is running limits.max_concurrent_runs ({0}) runs; retry later")]
     TooManyRuns(usize),
+    #[error("{0}")]
+    Unauthorized(Rejection),
 }
 
 impl RequestError {
@@ -72,12 +75,21 @@ impl RequestError {
             Self::BodyTimeout(_) => "body_timeout",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::TooManyRuns(_) => "too_many_runs",
+            Self::Unauthorized(_) => "unauthorized",
         }
     }
 
     /// Seconds a client should wait before retrying (`Retry-After`, DESIGN §3), if any.
     pub(crate) fn retry_after(&self) -> Option<u64> {
         matches!(self, Self::TooManyRuns(_)).then_some(1)
+    }
+
+    /// The `WWW-Authenticate` challenge of a 401, if this is one.
+    pub(crate) fn www_authenticate(&self) -> Option<&'static str> {
+        match self {
+            Self::Unauthorized(r) => Some(r.challenge()),
+            _ => None,
+        }
     }
 
     /// The HTTP status (exhaustive: a new variant must choose one).
@@ -95,6 +107,7 @@ impl RequestError {
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRuns(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
         }
     }
 }
@@ -176,6 +189,54 @@ impl From<&ClientError> for RunError {
             ClientError::EventTooLarge { .. } => Self::LimitExceeded(message),
         }
     }
+}
+
+/// One request error of each kind (for tests that compare the vocabulary with documents).
+#[cfg(test)]
+pub(crate) fn every_request_error() -> Vec<RequestError> {
+    use RequestError::*;
+    let all = vec![
+        UnknownAgent(String::new()),
+        NoRoute,
+        MalformedJson(String::new()),
+        InvalidRunInput(String::new()),
+        InvalidForwardedProps(String::new()),
+        NoTask,
+        NoUserMessage,
+        EmptyMessage,
+        IdTooLong {
+            field: "threadId",
+            len: 0,
+            max: 0,
+        },
+        BodyTooLarge(0),
+        StateTooLarge(0),
+        BodyTimeout(Duration::ZERO),
+        UnsupportedMediaType,
+        TooManyRuns(0),
+        Unauthorized(crate::auth::Rejection::Missing),
+    ];
+    // A new variant fails to compile here until it is added to the list above.
+    for e in &all {
+        match e {
+            UnknownAgent(_)
+            | NoRoute
+            | MalformedJson(_)
+            | InvalidRunInput(_)
+            | InvalidForwardedProps(_)
+            | NoTask
+            | NoUserMessage
+            | EmptyMessage
+            | IdTooLong { .. }
+            | BodyTooLarge(_)
+            | StateTooLarge(_)
+            | BodyTimeout(_)
+            | UnsupportedMediaType
+            | TooManyRuns(_)
+            | Unauthorized(_) => {}
+        }
+    }
+    all
 }
 
 #[cfg(test)]

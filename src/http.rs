@@ -13,6 +13,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -20,6 +21,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::agui::RunAgentInput;
+use crate::auth::{self, Authenticator, Caller};
 use crate::binding::BindingStore;
 use crate::bridge::request;
 use crate::config::{Limits, TimeoutSettings};
@@ -45,6 +47,8 @@ pub(crate) struct AppState {
     pub stop: tokio::sync::watch::Receiver<bool>,
     /// Browser origins allowed cross-origin access.
     pub cors_origins: Vec<HeaderValue>,
+    /// Who may call (inbound auth).
+    pub auth: Arc<Authenticator>,
 }
 
 impl IntoResponse for RequestError {
@@ -54,6 +58,12 @@ impl IntoResponse for RequestError {
         if let Some(secs) = self.retry_after() {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(challenge) = self.www_authenticate() {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
         }
         resp
     }
@@ -79,6 +89,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
         .fallback(|| async { RequestError::NoRoute })
+        // Inside CORS: preflights are answered before auth, and 401s carry CORS headers.
+        .layer(middleware::from_fn_with_state(
+            state.auth.clone(),
+            auth::require_caller,
+        ))
         .layer(cors)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
@@ -172,6 +187,7 @@ fn json_error(e: serde_json::Error) -> RequestError {
 async fn run_agent(
     State(s): State<AppState>,
     Path(name): Path<String>,
+    caller: Caller,
     req: Request,
 ) -> Result<Response, RequestError> {
     let agent = s
@@ -196,7 +212,7 @@ async fn run_agent(
     let input = parse_input(&body, &s.limits)?;
     drop(body);
     let plan = request::plan(&input)?;
-    tracing::info!(agent = %agent.settings.name, thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), "run");
+    tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), "run");
     let events = run::start(RunRequest {
         agent,
         registry: s.registry.clone(),
@@ -207,9 +223,11 @@ async fn run_agent(
         timeouts: s.timeouts,
         permit,
         stop: s.stop.clone(),
-        // Without inbound auth there is one anonymous caller, who sees every context
-        // (DESIGN §11).
-        may_pick_up: true,
+        // Contexts not created through the gateway: only for callers who see every
+        // context (DESIGN §11) — the anonymous caller without inbound auth, or scope
+        // threads:all. (`visibility: shared` per agent is still to come.)
+        may_pick_up: caller.has_scope(auth::SCOPE_THREADS_ALL),
+        owner: caller.name.clone(),
     });
     let mut resp = Response::new(Body::from_stream(SseBody::new(events, sse::KEEP_ALIVE)));
     let headers = resp.headers_mut();
@@ -251,6 +269,7 @@ mod tests {
             runs: Arc::new(Semaphore::new(1)),
             stop: tokio::sync::watch::channel(false).1,
             cors_origins: vec![HeaderValue::from_static("https://app.example")],
+            auth: Arc::new(Authenticator::none()),
         }
     }
 
@@ -279,6 +298,25 @@ mod tests {
             .await
             .unwrap();
         assert!(other.headers().get("access-control-allow-origin").is_none());
+    }
+
+    /// The error codes `openapi/openapi.json` lists are exactly the request errors' codes.
+    #[test]
+    fn openapi_lists_every_request_error_code() {
+        let spec: serde_json::Value =
+            serde_json::from_str(include_str!("../openapi/openapi.json")).unwrap();
+        let listed: std::collections::BTreeSet<&str> = spec["components"]["schemas"]["Error"]
+            ["properties"]["error"]["properties"]["code"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let codes: std::collections::BTreeSet<&str> = crate::error::every_request_error()
+            .iter()
+            .map(RequestError::code)
+            .collect();
+        assert_eq!(listed, codes);
     }
 
     /// Every operation in `openapi/openapi.json` is routed (no fallback 404, no 405), so

@@ -9,6 +9,7 @@
 //! - [`run`]: the one async module that owns a run: upstream calls, timeouts, limits,
 //!   recovery, and the terminal-event guarantee.
 //! - [`registry`]: configured agents, their cards, readiness.
+//! - [`auth`]: inbound auth: who is calling (API keys, JWT), the caller of every request.
 //! - [`binding`]: the binding store (owner + agent + threadId -> contextId): memory or Redis.
 //! - [`error`]: the error vocabulary: request errors (HTTP) and run errors (`RUN_ERROR`).
 //! - [`http`]: thin axum handlers, the accept loop and the SSE body.
@@ -20,6 +21,7 @@
 pub mod a2a;
 pub(crate) mod agui;
 pub mod app;
+pub(crate) mod auth;
 pub(crate) mod binding;
 pub(crate) mod bridge;
 pub mod config;

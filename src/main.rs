@@ -33,6 +33,14 @@ struct Cli {
     /// repeatable. None by default.
     #[arg(long = "cors-origin", value_name = "ORIGIN")]
     cors_origins: Vec<String>,
+    /// An inbound API key, NAME=REF: NAME is the caller identity, REF the key (env:VAR,
+    /// file:/path or the key itself); repeatable. Clients send `Authorization: Bearer <key>`.
+    #[arg(long = "api-key", value_name = "NAME=REF")]
+    api_keys: Vec<config::Secret>,
+    /// Allow a non-loopback --listen without inbound auth (only behind something that
+    /// authenticates callers).
+    #[arg(long)]
+    insecure_no_auth: bool,
     /// Binding store: memory or redis://HOST:PORT[/DB].
     #[arg(long, env = "GATEWAY_BINDING_STORE", value_name = "STORE")]
     binding_store: Option<String>,
@@ -101,6 +109,8 @@ async fn main() -> ExitCode {
         cors_origins: cli.cors_origins,
         agents: cli.agents,
         demo: cli.demo,
+        api_keys: cli.api_keys,
+        insecure_no_auth: cli.insecure_no_auth,
     };
     let settings = match config::settings(file, overrides) {
         Ok(s) => s,

@@ -28,7 +28,7 @@ use crate::a2a::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task};
 use crate::a2a::rpc_code;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
-use crate::binding::{BindingStore, ANONYMOUS};
+use crate::binding::BindingStore;
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::StateLimits;
@@ -62,6 +62,8 @@ pub(crate) struct RunRequest {
     pub permit: OwnedSemaphorePermit,
     /// Becomes `true` when the gateway stops: open runs end with `RUN_ERROR`.
     pub stop: tokio::sync::watch::Receiver<bool>,
+    /// The caller's identity: the owner of the thread's binding (DESIGN §11).
+    pub owner: String,
     /// The caller may see contexts not created through the gateway (DESIGN §11), so a
     /// threadId the upstream knows as a context may be picked up.
     pub may_pick_up: bool,
@@ -209,6 +211,8 @@ async fn drive(req: RunRequest, sink: Sink, cancel_on_drop: Arc<Mutex<Option<Can
 
 struct Run {
     thread_id: String,
+    /// The caller's identity, the owner of the thread's binding.
+    owner: String,
     /// The client's transcript, for a complete `MESSAGES_SNAPSHOT` on reattach.
     client_messages: Vec<ClientMessage>,
     agent: Arc<Agent>,
@@ -261,13 +265,14 @@ impl Run {
             permit,
             stop: _,
             may_pick_up,
+            owner,
         } = req;
         let mut candidates = plan.context_candidates();
         // The store only when no explicit id decides (DESIGN §4 order): a run that carries
         // its context does not wait on it.
         if candidates.forwarded_props.is_none() && candidates.client_state.is_none() {
             let (agent, thread) = (&agent.settings.name, &input.thread_id);
-            candidates.binding = bindings.get(ANONYMOUS, agent, thread).await;
+            candidates.binding = bindings.get(&owner, agent, thread).await;
         }
         if agent.settings.context_ids == ContextIds::Client {
             candidates.thread_id = Some(input.thread_id.clone());
@@ -296,6 +301,7 @@ impl Run {
         };
         Self {
             thread_id: std::mem::take(&mut input.thread_id),
+            owner,
             client_messages: std::mem::take(&mut input.messages),
             agent,
             registry,
@@ -345,7 +351,7 @@ impl Run {
                 let thread = &self.thread_id;
                 if self.stored_binding.as_deref() != Some(context_id.as_str()) {
                     self.bindings
-                        .put(ANONYMOUS, agent, thread, &context_id)
+                        .put(&self.owner, agent, thread, &context_id)
                         .await;
                 }
                 self.bound = true;

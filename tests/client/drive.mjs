@@ -1,7 +1,8 @@
 // Drives the gateway with @ag-ui/client's HttpAgent, which validates every event (schema,
 // order, open/close discipline, JSON Patch application). Usage:
 //   node drive.mjs '<json script>'
-// Script: {"url": "...", "threadId": "...", "initialState": {...}?, "steps": [Step]}
+// Script: {"url": "...", "threadId": "...", "initialState": {...}?, "headers": {...}?,
+//          "steps": [Step]}
 // Step:   {"message": "text"?, "resume": {"status": "resolved"|"cancelled", "payload": any}?,
 //          "forwardedProps": {...}?, "abortAfterMs": n?, "abortOnEvent": "EVENT_TYPE"?}
 // A `resume` answers every pending interrupt of the previous step. Prints one JSON object:
@@ -22,6 +23,7 @@ const agent = new HttpAgent({
   url: script.url,
   threadId: script.threadId,
   initialState: script.initialState ?? {},
+  headers: script.headers ?? {},
 });
 
 const results = [];

@@ -6,6 +6,7 @@
 #![allow(unreachable_pub)]
 
 mod abuse;
+mod auth;
 mod fake;
 mod hostile;
 mod redis;

@@ -1,0 +1,913 @@
+//! Inbound auth (DESIGN §11): who is calling.
+//!
+//! When inbound auth is configured, every request except the open routes ([`OPEN_PATHS`])
+//! carries `Authorization: Bearer <token>`, where the token is
+//! - a configured API key: compared in constant time on SHA-256 digests, against every key
+//!   with no early exit, so neither a key's bytes nor its length leak through timing; the
+//!   caller is the key's `name`, with its `scopes`;
+//! - or a JWT (`auth.jwt`): signature (HS256 with a configured secret, or RS256/ES256 with a
+//!   key of the JWKS file read at start), `iss`, `aud`, `exp` and `nbf` (with [`LEEWAY_S`]
+//!   of leeway) checked by `jsonwebtoken`; the caller is the identity claim, its scopes the
+//!   scopes claim (a space-separated string or an array of strings).
+//!
+//! [`require_caller`] (a `from_fn_with_state` middleware) puts the [`Caller`] into the
+//! request's extensions; handlers take it as an extractor. Without inbound auth every
+//! request is the one [`ANONYMOUS`] caller, who sees every context ([`SCOPE_THREADS_ALL`]).
+//!
+//! What it never does: log or echo a token or key, or say which check a token failed beyond
+//! "missing", "invalid" or "expired" (an expired token was correctly signed, so saying so
+//! tells nothing to someone without a key). CORS preflights never get here: the CORS layer
+//! outside answers them.
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::{err, resolve_reference, AuthConfig, ConfigError, JwtConfig, Secret};
+use crate::error::RequestError;
+use crate::redact::Shown;
+
+/// The caller of every request when no inbound auth is configured.
+pub(crate) const ANONYMOUS: &str = "anonymous";
+/// The scope that sees every context of every agent (DESIGN §11).
+pub(crate) const SCOPE_THREADS_ALL: &str = "threads:all";
+/// Routes that need no caller: probes must work without credentials.
+const OPEN_PATHS: &[&str] = &["/healthz", "/readyz"];
+/// Clock skew tolerated on `exp` and `nbf`, in seconds.
+const LEEWAY_S: u64 = 30;
+/// A longer bearer token is refused without being parsed.
+const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// The longest caller identity (it keys bindings and shows in logs).
+const MAX_IDENTITY_BYTES: usize = 256;
+/// The shortest API key accepted: guessing must be hopeless, and a mistyped
+/// `--api-key KEY` (no `NAME=`) must not pass with a stub such as `=`.
+const MIN_API_KEY_BYTES: usize = 16;
+/// RFC 7518 §3.2: an HS256 key at least as long as the hash output.
+const MIN_HS256_SECRET_BYTES: usize = 32;
+
+/// Who is calling: an API key's name, a JWT's identity claim, or [`ANONYMOUS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Caller {
+    pub(crate) name: String,
+    pub(crate) scopes: Vec<String>,
+}
+
+impl Caller {
+    /// The one caller of a gateway without inbound auth: every context is visible to it.
+    pub(crate) fn anonymous() -> Self {
+        Self {
+            name: ANONYMOUS.to_owned(),
+            scopes: vec![SCOPE_THREADS_ALL.to_owned()],
+        }
+    }
+
+    pub(crate) fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == scope)
+    }
+}
+
+/// Handlers read the caller that [`require_caller`] established. Missing (a route outside
+/// the middleware) is a 401, never an anonymous pass.
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = RequestError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or(RequestError::Unauthorized(Rejection::Missing))
+    }
+}
+
+/// Why a request has no caller. The messages say what to fix, never which secret or claim
+/// failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Rejection {
+    #[error("this route needs credentials: Authorization: Bearer <API key or JWT>")]
+    Missing,
+    #[error("the bearer credentials are not valid")]
+    Invalid,
+    #[error("the bearer token has expired")]
+    Expired,
+}
+
+impl Rejection {
+    /// The `WWW-Authenticate` challenge (RFC 6750 §3).
+    pub(crate) fn challenge(self) -> &'static str {
+        match self {
+            Self::Missing => "Bearer",
+            Self::Invalid | Self::Expired => "Bearer error=\"invalid_token\"",
+        }
+    }
+}
+
+/// One inbound API key: only its digest is kept.
+struct ApiKey {
+    name: String,
+    scopes: Vec<String>,
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("name", &self.name)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One key a JWT may be signed with.
+struct VerifyKey {
+    kid: Option<String>,
+    alg: Algorithm,
+    key: DecodingKey,
+    /// `iss`, `aud`, `exp`, `nbf`, leeway, and this key's algorithm only.
+    validation: Validation,
+}
+
+impl std::fmt::Debug for VerifyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifyKey")
+            .field("kid", &self.kid)
+            .field("alg", &self.alg)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `auth.jwt`, ready to verify.
+#[derive(Debug)]
+struct JwtVerifier {
+    keys: Vec<VerifyKey>,
+    identity_claim: String,
+    scopes_claim: String,
+}
+
+/// Establishes callers from `Authorization` headers, built once from the config.
+#[derive(Debug, Default)]
+pub(crate) struct Authenticator {
+    api_keys: Vec<ApiKey>,
+    jwt: Option<JwtVerifier>,
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Caller names and scopes: printable, no whitespace, bounded.
+fn valid_word(s: &str, max: usize) -> bool {
+    !s.is_empty() && s.len() <= max && s.chars().all(|c| !c.is_whitespace() && !c.is_control())
+}
+
+impl Authenticator {
+    /// No inbound auth: every request is [`Caller::anonymous`].
+    #[cfg(test)]
+    pub(crate) fn none() -> Self {
+        Self::default()
+    }
+
+    /// Builds from `auth` and the `--api-key NAME=REF` flags (added to the file's keys),
+    /// resolving references and reading the JWKS file. Errors name the key.
+    pub(crate) fn from_config(
+        file: &AuthConfig,
+        flag_keys: &[Secret],
+    ) -> Result<Self, ConfigError> {
+        let mut entries = Vec::new();
+        for (i, k) in file.api_keys.iter().enumerate() {
+            let at = format!("auth.api_keys[{i}]");
+            entries.push((at, k.name.clone(), k.key.expose(), k.scopes.clone()));
+        }
+        for raw in flag_keys {
+            // The flag may hold a literal key: never echo it.
+            let (name, reference) = raw.expose().split_once('=').ok_or_else(|| {
+                err(
+                    "--api-key",
+                    "must be NAME=REF (REF: env:VAR, file:/path or the key)",
+                )
+            })?;
+            entries.push((
+                "--api-key".to_owned(),
+                name.to_owned(),
+                reference,
+                Vec::new(),
+            ));
+        }
+        let mut api_keys: Vec<ApiKey> = Vec::new();
+        for (at, name, reference, scopes) in entries {
+            if !valid_word(&name, MAX_IDENTITY_BYTES) {
+                return Err(err(
+                    format!("{at}.name"),
+                    format!(
+                        "{:?} must be 1-{MAX_IDENTITY_BYTES} bytes without spaces",
+                        Shown(&name).to_string()
+                    ),
+                ));
+            }
+            let key = resolve_reference(&format!("{at}.key"), reference)?;
+            if key.len() < MIN_API_KEY_BYTES {
+                return Err(err(
+                    format!("{at}.key"),
+                    format!("the key must be at least {MIN_API_KEY_BYTES} bytes"),
+                ));
+            }
+            if !key.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(err(
+                    format!("{at}.key"),
+                    "the key must be visible ASCII without spaces (it travels in a header)",
+                ));
+            }
+            for scope in &scopes {
+                if !valid_word(scope, MAX_IDENTITY_BYTES) {
+                    return Err(err(
+                        format!("{at}.scopes"),
+                        "a scope must be a word without spaces",
+                    ));
+                }
+            }
+            let digest = digest(key.as_bytes());
+            if let Some(other) = api_keys.iter().find(|k| k.name == name) {
+                return Err(err(
+                    format!("{at}.name"),
+                    format!("the name {:?} is used twice", other.name),
+                ));
+            }
+            if let Some(other) = api_keys.iter().find(|k| k.digest == digest) {
+                return Err(err(
+                    format!("{at}.key"),
+                    format!(
+                        "the same key is configured for {:?} and {name:?}",
+                        other.name
+                    ),
+                ));
+            }
+            api_keys.push(ApiKey {
+                name,
+                scopes,
+                digest,
+            });
+        }
+        let jwt = file
+            .jwt
+            .as_ref()
+            .map(JwtVerifier::from_config)
+            .transpose()?;
+        Ok(Self { api_keys, jwt })
+    }
+
+    /// Whether any inbound auth is configured.
+    pub(crate) fn is_configured(&self) -> bool {
+        !self.api_keys.is_empty() || self.jwt.is_some()
+    }
+
+    /// The caller of a request with this `Authorization` header.
+    pub(crate) fn authenticate(
+        &self,
+        authorization: Option<&HeaderValue>,
+    ) -> Result<Caller, Rejection> {
+        if !self.is_configured() {
+            return Ok(Caller::anonymous());
+        }
+        let token = bearer(authorization).ok_or(Rejection::Missing)?;
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(Rejection::Invalid);
+        }
+        if let Some(key) = self.api_key(token) {
+            return Ok(Caller {
+                name: key.name.clone(),
+                scopes: key.scopes.clone(),
+            });
+        }
+        match &self.jwt {
+            Some(jwt) => jwt.verify(token),
+            None => Err(Rejection::Invalid),
+        }
+    }
+
+    /// The API key `token` is, compared against every key without stopping at a match.
+    fn api_key(&self, token: &str) -> Option<&ApiKey> {
+        let presented = digest(token.as_bytes());
+        let mut found = None;
+        for key in &self.api_keys {
+            if bool::from(key.digest.ct_eq(&presented)) {
+                found = Some(key);
+            }
+        }
+        found
+    }
+}
+
+/// The token of `Authorization: Bearer <token>` (scheme case-insensitive, RFC 7235).
+fn bearer(authorization: Option<&HeaderValue>) -> Option<&str> {
+    let value = authorization?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+impl JwtVerifier {
+    fn from_config(c: &JwtConfig) -> Result<Self, ConfigError> {
+        for (key, v) in [
+            ("issuer", &c.issuer),
+            ("audience", &c.audience),
+            ("identity_claim", &c.identity_claim),
+            ("scopes_claim", &c.scopes_claim),
+        ] {
+            if v.trim().is_empty() {
+                return Err(err(format!("auth.jwt.{key}"), "must not be empty"));
+            }
+        }
+        let keys: Vec<(Option<String>, Algorithm, DecodingKey)> =
+            match (&c.jwks_file, &c.hs256_secret) {
+                (Some(_), Some(_)) => {
+                    return Err(err("auth.jwt", "set jwks_file or hs256_secret, not both"));
+                }
+                (None, None) => {
+                    return Err(err(
+                        "auth.jwt",
+                        "needs jwks_file (RS256/ES256 public keys) or hs256_secret (HS256)",
+                    ));
+                }
+                (None, Some(reference)) => {
+                    let key = "auth.jwt.hs256_secret";
+                    let secret = resolve_reference(key, reference.expose())?;
+                    if secret.len() < MIN_HS256_SECRET_BYTES {
+                        return Err(err(
+                            key,
+                            format!("the secret must be at least {MIN_HS256_SECRET_BYTES} bytes"),
+                        ));
+                    }
+                    vec![(
+                        None,
+                        Algorithm::HS256,
+                        DecodingKey::from_secret(secret.as_bytes()),
+                    )]
+                }
+                (Some(path), None) => read_jwks(path)?,
+            };
+        let keys = keys
+            .into_iter()
+            .map(|(kid, alg, key)| {
+                let mut validation = Validation::new(alg);
+                validation.set_issuer(&[&c.issuer]);
+                validation.set_audience(&[&c.audience]);
+                validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+                validation.validate_nbf = true;
+                validation.leeway = LEEWAY_S;
+                VerifyKey {
+                    kid,
+                    alg,
+                    key,
+                    validation,
+                }
+            })
+            .collect();
+        Ok(Self {
+            keys,
+            identity_claim: c.identity_claim.clone(),
+            scopes_claim: c.scopes_claim.clone(),
+        })
+    }
+
+    fn verify(&self, token: &str) -> Result<Caller, Rejection> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| Rejection::Invalid)?;
+        // The header names the algorithm and maybe the key; only keys of that algorithm
+        // are tried (an RS256 key is never used as an HMAC secret).
+        let candidates = self.keys.iter().filter(|k| {
+            k.alg == header.alg
+                && match (&header.kid, &k.kid) {
+                    (Some(want), Some(have)) => want == have,
+                    _ => true,
+                }
+        });
+        for key in candidates {
+            match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &key.validation) {
+                Ok(data) => return self.caller(data.claims),
+                Err(e) => match e.kind() {
+                    jsonwebtoken::errors::ErrorKind::InvalidSignature => continue,
+                    // Claims are checked after the signature: this token was signed by us.
+                    jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+                        return Err(Rejection::Expired)
+                    }
+                    kind => {
+                        tracing::debug!(?kind, "JWT refused");
+                        return Err(Rejection::Invalid);
+                    }
+                },
+            }
+        }
+        Err(Rejection::Invalid)
+    }
+
+    fn caller(&self, mut claims: Map<String, Value>) -> Result<Caller, Rejection> {
+        let name = match claims.remove(&self.identity_claim) {
+            Some(Value::String(s)) if valid_identity(&s) => s,
+            _ => {
+                tracing::debug!(claim = %self.identity_claim, "JWT without a usable identity claim");
+                return Err(Rejection::Invalid);
+            }
+        };
+        let scopes = match claims.remove(&self.scopes_claim) {
+            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .filter_map(|v| match v {
+                    Value::String(s) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(Caller { name, scopes })
+    }
+}
+
+/// A JWT identity: non-empty, bounded, no control characters (it keys bindings and is logged).
+fn valid_identity(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_IDENTITY_BYTES && !s.chars().any(char::is_control)
+}
+
+/// The RS256/ES256 signing keys of a JWKS file. Keys for other uses or algorithms are
+/// skipped; a key that is not a JWK at all, or no usable key, is an error.
+fn read_jwks(
+    path: &std::path::Path,
+) -> Result<Vec<(Option<String>, Algorithm, DecodingKey)>, ConfigError> {
+    let key = "auth.jwt.jwks_file";
+    let shown = path.display();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| err(key, format!("cannot read {shown}: {e}")))?;
+    #[derive(serde::Deserialize)]
+    struct Set {
+        keys: Vec<Value>,
+    }
+    let set: Set = serde_json::from_str(&text).map_err(|e| {
+        err(
+            key,
+            format!("{shown} is not a JWKS document ({{\"keys\": [...]}}): {e}"),
+        )
+    })?;
+    let mut out = Vec::new();
+    for (j, raw) in set.keys.into_iter().enumerate() {
+        let jwk: Jwk = serde_json::from_value(raw)
+            .map_err(|e| err(key, format!("{shown}: keys[{j}] is not a JWK: {e}")))?;
+        if matches!(jwk.common.public_key_use, Some(ref u) if *u != PublicKeyUse::Signature) {
+            continue;
+        }
+        let alg = match (&jwk.algorithm, jwk.common.key_algorithm) {
+            (AlgorithmParameters::RSA(_), None | Some(KeyAlgorithm::RS256)) => Algorithm::RS256,
+            (AlgorithmParameters::EllipticCurve(p), None | Some(KeyAlgorithm::ES256))
+                if p.curve == EllipticCurve::P256 =>
+            {
+                Algorithm::ES256
+            }
+            _ => continue,
+        };
+        let decoding = DecodingKey::from_jwk(&jwk)
+            .map_err(|e| err(key, format!("{shown}: keys[{j}] cannot be used: {e}")))?;
+        out.push((jwk.common.key_id, alg, decoding));
+    }
+    if out.is_empty() {
+        return Err(err(
+            key,
+            format!("{shown} holds no RS256 or ES256 signing key"),
+        ));
+    }
+    Ok(out)
+}
+
+/// The middleware: establishes the caller of every request outside [`OPEN_PATHS`] and
+/// puts it in the request's extensions, or answers 401.
+pub(crate) async fn require_caller(
+    State(auth): State<Arc<Authenticator>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if OPEN_PATHS.contains(&req.uri().path()) {
+        return next.run(req).await;
+    }
+    match auth.authenticate(req.headers().get(header::AUTHORIZATION)) {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Err(rejection) => {
+            tracing::debug!(reason = %rejection, path = %Shown(req.uri().path()), "unauthorized");
+            RequestError::Unauthorized(rejection).into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::json;
+
+    const ISS: &str = "https://issuer.test";
+    const AUD: &str = "agui-a2a-gateway";
+    const HS_SECRET: &str = "0123456789abcdef0123456789abcdef-test";
+
+    fn fixture(name: &str) -> String {
+        format!("{}/fixtures/auth/{name}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn build(yaml: &str, flags: &[&str]) -> Result<Authenticator, ConfigError> {
+        let file: AuthConfig = serde_yaml_ng::from_str(yaml).unwrap();
+        let flags: Vec<Secret> = flags.iter().map(|f| f.parse().unwrap()).collect();
+        Authenticator::from_config(&file, &flags)
+    }
+
+    fn jwks_auth() -> Authenticator {
+        build(
+            &format!(
+                "jwt: {{issuer: '{ISS}', audience: {AUD}, jwks_file: '{}'}}",
+                fixture("jwks.json")
+            ),
+            &[],
+        )
+        .unwrap()
+    }
+
+    fn hs_auth() -> Authenticator {
+        build(
+            &format!("jwt: {{issuer: '{ISS}', audience: {AUD}, hs256_secret: '{HS_SECRET}'}}"),
+            &[],
+        )
+        .unwrap()
+    }
+
+    fn now() -> u64 {
+        jsonwebtoken::get_current_timestamp()
+    }
+
+    fn claims() -> Value {
+        json!({"sub": "alice", "iss": ISS, "aud": AUD, "exp": now() + 300})
+    }
+
+    fn with(mut base: Value, key: &str, value: Value) -> Value {
+        if value.is_null() {
+            base.as_object_mut().unwrap().remove(key);
+        } else {
+            base[key] = value;
+        }
+        base
+    }
+
+    fn hs256(claims: &Value, secret: &str) -> String {
+        jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            claims,
+            &EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap()
+    }
+
+    fn signed(alg: Algorithm, kid: Option<&str>, pem: &str, claims: &Value) -> String {
+        let pem = std::fs::read(fixture(pem)).unwrap();
+        let key = match alg {
+            Algorithm::RS256 => EncodingKey::from_rsa_pem(&pem).unwrap(),
+            Algorithm::ES256 => EncodingKey::from_ec_pem(&pem).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        let mut header = Header::new(alg);
+        header.kid = kid.map(str::to_owned);
+        jsonwebtoken::encode(&header, claims, &key).unwrap()
+    }
+
+    fn check(auth: &Authenticator, token: &str) -> Result<Caller, Rejection> {
+        let value = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+        auth.authenticate(Some(&value))
+    }
+
+    #[test]
+    fn without_auth_everyone_is_the_anonymous_caller() {
+        let auth = Authenticator::none();
+        assert!(!auth.is_configured());
+        let caller = auth.authenticate(None).unwrap();
+        assert_eq!(caller.name, ANONYMOUS);
+        assert!(caller.has_scope(SCOPE_THREADS_ALL));
+    }
+
+    #[test]
+    fn api_keys_match_exactly() {
+        std::env::set_var("AUTH_TEST_KEY", "key-from-env-0123");
+        let auth = build(
+            "api_keys: [{name: console, key: env:AUTH_TEST_KEY, scopes: [threads:all]}, {name: ci, key: literal-key-0123}]",
+            &["cli=flag-key-01234567"],
+        )
+        .unwrap();
+        assert!(auth.is_configured());
+        let console = check(&auth, "key-from-env-0123").unwrap();
+        assert_eq!(console.name, "console");
+        assert!(console.has_scope("threads:all"));
+        assert!(!console.has_scope("threads"));
+        assert_eq!(check(&auth, "literal-key-0123").unwrap().name, "ci");
+        assert_eq!(
+            check(&auth, "flag-key-01234567").unwrap().scopes,
+            Vec::<String>::new()
+        );
+        for wrong in [
+            "key-from-env-012",
+            "key-from-env-01234",
+            "KEY-FROM-ENV-0123",
+            "x",
+        ] {
+            assert_eq!(check(&auth, wrong), Err(Rejection::Invalid), "{wrong}");
+        }
+        assert_eq!(auth.authenticate(None), Err(Rejection::Missing));
+        let basic = HeaderValue::from_static("Basic a2V5LWZyb20tZW52");
+        assert_eq!(auth.authenticate(Some(&basic)), Err(Rejection::Missing));
+        let bare = HeaderValue::from_static("Bearer ");
+        assert_eq!(auth.authenticate(Some(&bare)), Err(Rejection::Missing));
+        let lower = HeaderValue::from_static("bearer literal-key-0123");
+        assert_eq!(auth.authenticate(Some(&lower)).unwrap().name, "ci");
+        let huge = "k".repeat(MAX_TOKEN_BYTES + 1);
+        assert_eq!(check(&auth, &huge), Err(Rejection::Invalid));
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let auth = build(
+            &format!(
+                "api_keys: [{{name: console, key: super-secret-key}}]\njwt: {{issuer: '{ISS}', audience: {AUD}, hs256_secret: '{HS_SECRET}'}}"
+            ),
+            &["cli=flag-secret-key-0"],
+        )
+        .unwrap();
+        let file: AuthConfig =
+            serde_yaml_ng::from_str("api_keys: [{name: console, key: super-secret-key}]").unwrap();
+        let flag: Secret = "cli=flag-secret-key-0".parse().unwrap();
+        for shown in [
+            format!("{auth:?}"),
+            format!("{file:?}"),
+            format!("{flag:?}"),
+        ] {
+            for secret in ["super-secret-key", "flag-secret-key-0", HS_SECRET] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
+        }
+        assert!(format!("{auth:?}").contains("console"));
+    }
+
+    #[test]
+    fn hs256_checks_signature_issuer_audience_and_expiry() {
+        let auth = hs_auth();
+        let good = check(&auth, &hs256(&claims(), HS_SECRET)).unwrap();
+        assert_eq!(good.name, "alice");
+        assert!(good.scopes.is_empty());
+        let expired = with(claims(), "exp", json!(now() - 120));
+        assert_eq!(
+            check(&auth, &hs256(&expired, HS_SECRET)),
+            Err(Rejection::Expired)
+        );
+        // Within the leeway it still passes.
+        let just = with(claims(), "exp", json!(now() - 5));
+        assert!(check(&auth, &hs256(&just, HS_SECRET)).is_ok());
+        for (claim, value) in [
+            ("aud", json!("someone-else")),
+            ("aud", Value::Null),
+            ("iss", json!("https://evil.test")),
+            ("iss", Value::Null),
+            ("exp", Value::Null),
+            ("nbf", json!(now() + 3600)),
+            ("sub", Value::Null),
+            ("sub", json!(42)),
+            ("sub", json!("")),
+        ] {
+            let token = hs256(&with(claims(), claim, value.clone()), HS_SECRET);
+            assert_eq!(
+                check(&auth, &token),
+                Err(Rejection::Invalid),
+                "{claim}={value}"
+            );
+        }
+        let other_secret = hs256(&claims(), "another-secret-of-at-least-32-bytes!");
+        assert_eq!(check(&auth, &other_secret), Err(Rejection::Invalid));
+        // A correctly signed but expired token with a wrong signature is just invalid.
+        let forged = hs256(&expired, "another-secret-of-at-least-32-bytes!");
+        assert_eq!(check(&auth, &forged), Err(Rejection::Invalid));
+        assert_eq!(check(&auth, "not.a.jwt"), Err(Rejection::Invalid));
+    }
+
+    #[test]
+    fn jwks_keys_verify_rs256_and_es256() {
+        let auth = jwks_auth();
+        let rs = signed(
+            Algorithm::RS256,
+            Some("test-rsa"),
+            "test-rsa.pem",
+            &claims(),
+        );
+        assert_eq!(check(&auth, &rs).unwrap().name, "alice");
+        let no_kid = signed(Algorithm::RS256, None, "test-rsa.pem", &claims());
+        assert_eq!(check(&auth, &no_kid).unwrap().name, "alice");
+        let es = signed(Algorithm::ES256, Some("test-ec"), "test-ec.pem", &claims());
+        assert_eq!(check(&auth, &es).unwrap().name, "alice");
+        // Signed by a key that is not in the set, with or without a kid that is.
+        for kid in [Some("test-rsa"), None, Some("unknown")] {
+            let other = signed(Algorithm::RS256, kid, "test-rsa-other.pem", &claims());
+            assert_eq!(check(&auth, &other), Err(Rejection::Invalid), "{kid:?}");
+        }
+        // The right key under the wrong kid is not tried.
+        let wrong_kid = signed(Algorithm::RS256, Some("test-ec"), "test-rsa.pem", &claims());
+        assert_eq!(check(&auth, &wrong_kid), Err(Rejection::Invalid));
+        let expired = with(claims(), "exp", json!(now() - 120));
+        let old = signed(Algorithm::RS256, Some("test-rsa"), "test-rsa.pem", &expired);
+        assert_eq!(check(&auth, &old), Err(Rejection::Expired));
+        // Algorithm confusion: an HMAC token keyed with the public JWKS text is refused.
+        let jwks_text = std::fs::read_to_string(fixture("jwks.json")).unwrap();
+        assert_eq!(
+            check(&auth, &hs256(&claims(), &jwks_text)),
+            Err(Rejection::Invalid)
+        );
+    }
+
+    #[test]
+    fn scopes_come_from_a_string_or_an_array() {
+        let auth = hs_auth();
+        let from_string = with(claims(), "scope", json!("threads:all  read"));
+        assert_eq!(
+            check(&auth, &hs256(&from_string, HS_SECRET))
+                .unwrap()
+                .scopes,
+            ["threads:all", "read"]
+        );
+        let from_array = with(claims(), "scope", json!(["threads:all", 7, "read"]));
+        assert_eq!(
+            check(&auth, &hs256(&from_array, HS_SECRET)).unwrap().scopes,
+            ["threads:all", "read"]
+        );
+        let custom = build(
+            &format!("jwt: {{issuer: '{ISS}', audience: {AUD}, hs256_secret: '{HS_SECRET}', identity_claim: email, scopes_claim: scp}}"),
+            &[],
+        )
+        .unwrap();
+        let claims = json!({"email": "a@example.test", "scp": ["x"], "sub": "ignored", "iss": ISS, "aud": [AUD, "other"], "exp": now() + 60});
+        let caller = check(&custom, &hs256(&claims, HS_SECRET)).unwrap();
+        assert_eq!(
+            (caller.name.as_str(), caller.scopes),
+            ("a@example.test", vec!["x".to_owned()])
+        );
+    }
+
+    fn temp_file(name: &str, text: &str) -> String {
+        let path = std::env::temp_dir().join(format!("auth-test-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let key = |yaml: &str, flags: &[&str]| build(yaml, flags).unwrap_err().key;
+        assert_eq!(
+            key("api_keys: [{name: a, key: key-one-0123456789}, {name: a, key: key-two-0123456789}]", &[]),
+            "auth.api_keys[1].name"
+        );
+        assert_eq!(
+            key(
+                "api_keys: [{name: a, key: key-one-0123456789}]",
+                &["a=key-two-0123456789"]
+            ),
+            "--api-key.name"
+        );
+        assert_eq!(
+            key("api_keys: [{name: a, key: key-one-0123456789}, {name: b, key: key-one-0123456789}]", &[]),
+            "auth.api_keys[1].key"
+        );
+        assert_eq!(
+            key("api_keys: [{name: a, key: ''}]", &[]),
+            "auth.api_keys[0].key"
+        );
+        assert_eq!(
+            key("api_keys: [{name: a, key: 'has space 0123456789'}]", &[]),
+            "auth.api_keys[0].key"
+        );
+        assert_eq!(
+            key("api_keys: [{name: '', key: key-0123456789abc}]", &[]),
+            "auth.api_keys[0].name"
+        );
+        assert_eq!(
+            key("api_keys: [{name: a, key: env:AUTH_TEST_UNSET_VAR}]", &[]),
+            "auth.api_keys[0].key"
+        );
+        assert_eq!(
+            key(
+                "api_keys: [{name: a, key: key-0123456789abc, scopes: ['a b']}]",
+                &[]
+            ),
+            "auth.api_keys[0].scopes"
+        );
+        assert_eq!(key("{}", &["no-equals-sign"]), "--api-key");
+        assert_eq!(key("{}", &["a="]), "--api-key.key");
+        assert_eq!(key("{}", &["a=short-key"]), "--api-key.key");
+        // A key with `=` in it but no NAME= is caught by the length rule.
+        assert_eq!(key("{}", &["c2VjcmV0c2VjcmV0=="]), "--api-key.key");
+        let jwt = |rest: &str| format!("jwt: {{issuer: '{ISS}', audience: {AUD}{rest}}}");
+        assert_eq!(key(&jwt(""), &[]), "auth.jwt");
+        assert_eq!(
+            key(
+                &jwt(&format!(", hs256_secret: '{HS_SECRET}', jwks_file: /x")),
+                &[]
+            ),
+            "auth.jwt"
+        );
+        assert_eq!(
+            key(&jwt(", hs256_secret: short"), &[]),
+            "auth.jwt.hs256_secret"
+        );
+        assert_eq!(
+            key(&jwt(", hs256_secret: env:AUTH_TEST_UNSET_VAR"), &[]),
+            "auth.jwt.hs256_secret"
+        );
+        assert_eq!(
+            key(
+                &format!("jwt: {{issuer: '', audience: {AUD}, hs256_secret: '{HS_SECRET}'}}"),
+                &[]
+            ),
+            "auth.jwt.issuer"
+        );
+        let missing = jwt(", jwks_file: /nonexistent/jwks.json");
+        assert_eq!(key(&missing, &[]), "auth.jwt.jwks_file");
+        for (name, text) in [
+            ("not-json", "nope"),
+            ("no-keys", "{\"keys\": []}"),
+            ("not-a-jwk", "{\"keys\": [{\"kty\": \"RSA\"}]}"),
+            ("only-enc", "{\"keys\": [{\"kty\": \"RSA\", \"use\": \"enc\", \"n\": \"AQAB\", \"e\": \"AQAB\"}]}"),
+            ("only-hmac", "{\"keys\": [{\"kty\": \"oct\", \"k\": \"c2VjcmV0\"}]}"),
+        ] {
+            let path = temp_file(name, text);
+            let e = build(&jwt(&format!(", jwks_file: '{path}'")), &[]).unwrap_err();
+            assert_eq!(e.key, "auth.jwt.jwks_file", "{name}: {e}");
+            let _ = std::fs::remove_file(path);
+        }
+        // Keys the gateway cannot use are skipped when a usable one remains.
+        let mixed = temp_file(
+            "mixed",
+            &std::fs::read_to_string(fixture("jwks.json"))
+                .unwrap()
+                .replacen(
+                    "\"keys\": [",
+                    "\"keys\": [{\"kty\": \"oct\", \"k\": \"c2VjcmV0\"},",
+                    1,
+                ),
+        );
+        assert!(build(&jwt(&format!(", jwks_file: '{mixed}'")), &[]).is_ok());
+        let _ = std::fs::remove_file(mixed);
+    }
+
+    #[tokio::test]
+    async fn the_middleware_guards_every_route_but_the_probes() {
+        use axum::body::Body;
+        use axum::routing::get;
+        use tower::ServiceExt;
+
+        let auth =
+            Arc::new(build("api_keys: [{name: console, key: k-0123456789abcdef}]", &[]).unwrap());
+        let app = axum::Router::new()
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/readyz", get(|| async { "ready" }))
+            .route("/who", get(|caller: Caller| async move { caller.name }))
+            .layer(axum::middleware::from_fn_with_state(auth, require_caller));
+        let call = |path: &str, token: Option<&str>| {
+            let mut req = axum::http::Request::builder().uri(path);
+            if let Some(t) = token {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            app.clone().oneshot(req.body(Body::empty()).unwrap())
+        };
+        for open in ["/healthz", "/readyz"] {
+            assert_eq!(call(open, None).await.unwrap().status(), 200);
+        }
+        for (token, challenge) in [
+            (None, "Bearer"),
+            (Some("wrong"), "Bearer error=\"invalid_token\""),
+        ] {
+            for path in ["/who", "/unrouted"] {
+                let resp = call(path, token).await.unwrap();
+                assert_eq!(resp.status(), 401);
+                assert_eq!(resp.headers()["www-authenticate"], challenge);
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+                    .await
+                    .unwrap();
+                let body: Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(body["error"]["code"], "unauthorized");
+                assert!(!body.to_string().contains("wrong"));
+            }
+        }
+        let resp = call("/who", Some("k-0123456789abcdef")).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"console");
+    }
+}
