@@ -73,6 +73,13 @@ impl Caller {
     pub(crate) fn has_scope(&self, scope: &str) -> bool {
         self.scopes.iter().any(|s| s == scope)
     }
+
+    /// Whether this caller may use a context that `created_by` created through the gateway
+    /// (DESIGN §11): its own, or any with scope `threads:all`. Someone else's is refused
+    /// as unknown (404), never as forbidden.
+    pub(crate) fn may_use(&self, created_by: &str) -> bool {
+        created_by == self.name || self.has_scope(SCOPE_THREADS_ALL)
+    }
 }
 
 /// Handlers read the caller that [`require_caller`] established. Missing (a route outside

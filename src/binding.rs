@@ -98,6 +98,18 @@ impl BindingStore {
         }
     }
 
+    /// Who created `context_id` on `agent` through the gateway: `(owner, threadId)`. `None`
+    /// for a context the gateway did not create (or forgot, or cannot ask about now).
+    pub(crate) async fn owner_of(&self, agent: &str, context_id: &str) -> Option<(String, String)> {
+        match &self.kind {
+            Kind::Memory(m) => m.owner_of(agent, context_id),
+            Kind::Redis(r) => r.owner_of(agent, context_id).await.unwrap_or_else(|_| {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                None
+            }),
+        }
+    }
+
     /// The count of failed operations since start, live.
     pub(crate) fn errors(&self) -> Arc<AtomicU64> {
         self.errors.clone()

@@ -25,6 +25,9 @@ pub(crate) enum RequestError {
     UnknownAgent(String),
     #[error("no such route")]
     NoRoute,
+    /// A thread or context that does not exist for this caller (also someone else's).
+    #[error("no such thread")]
+    UnknownThread,
     #[error("{0}")]
     MalformedJson(String),
     #[error("not a RunAgentInput: {0}")]
@@ -63,6 +66,7 @@ impl RequestError {
         match self {
             Self::UnknownAgent(_) => "unknown_agent",
             Self::NoRoute => "not_found",
+            Self::UnknownThread => "unknown_thread",
             Self::MalformedJson(_) => "malformed_json",
             Self::InvalidRunInput(_) => "invalid_run_input",
             Self::InvalidForwardedProps(_) => "invalid_forwarded_props",
@@ -95,7 +99,7 @@ impl RequestError {
     /// The HTTP status (exhaustive: a new variant must choose one).
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            Self::UnknownAgent(_) | Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::UnknownAgent(_) | Self::NoRoute | Self::UnknownThread => StatusCode::NOT_FOUND,
             Self::MalformedJson(_) => StatusCode::BAD_REQUEST,
             Self::InvalidRunInput(_)
             | Self::InvalidForwardedProps(_)
@@ -198,6 +202,7 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
     let all = vec![
         UnknownAgent(String::new()),
         NoRoute,
+        UnknownThread,
         MalformedJson(String::new()),
         InvalidRunInput(String::new()),
         InvalidForwardedProps(String::new()),
@@ -221,6 +226,7 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         match e {
             UnknownAgent(_)
             | NoRoute
+            | UnknownThread
             | MalformedJson(_)
             | InvalidRunInput(_)
             | InvalidForwardedProps(_)

@@ -212,6 +212,17 @@ async fn run_agent(
     let input = parse_input(&body, &s.limits)?;
     drop(body);
     let plan = request::plan(&input)?;
+    // DESIGN §4, §11: explicit ids are honoured only for contexts the caller may use.
+    for context_id in [&plan.options.context_id, &plan.state_context_id]
+        .into_iter()
+        .flatten()
+    {
+        if let Some((owner, _)) = s.bindings.owner_of(&agent.settings.name, context_id).await {
+            if !caller.may_use(&owner) {
+                return Err(RequestError::UnknownThread);
+            }
+        }
+    }
     tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), "run");
     let events = run::start(RunRequest {
         agent,

@@ -17,6 +17,8 @@ type Key = (String, String, String);
 #[derive(Debug)]
 pub(crate) struct MemoryStore {
     map: DashMap<Key, String>,
+    /// (agent, contextId) -> (owner, threadId): who created a context through the gateway.
+    owners: DashMap<(String, String), (String, String)>,
     capacity: usize,
 }
 
@@ -31,6 +33,7 @@ impl MemoryStore {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         Self {
             map: DashMap::new(),
+            owners: DashMap::new(),
             capacity: capacity.max(8),
         }
     }
@@ -47,18 +50,19 @@ impl MemoryStore {
 
     pub(crate) fn put(&self, owner: &str, agent: &str, thread_id: &str, context_id: &str) {
         let key = Self::key(owner, agent, thread_id);
-        if self.map.len() >= self.capacity && !self.map.contains_key(&key) {
-            let victims: Vec<_> = self
-                .map
-                .iter()
-                .take(self.capacity / 8)
-                .map(|e| e.key().clone())
-                .collect();
-            for k in victims {
-                self.map.remove(&k);
-            }
-        }
+        evict_if_full(&self.map, &key, self.capacity);
         self.map.insert(key, context_id.to_owned());
+        let context = (agent.to_owned(), context_id.to_owned());
+        evict_if_full(&self.owners, &context, self.capacity);
+        self.owners
+            .entry(context)
+            .or_insert_with(|| (owner.to_owned(), thread_id.to_owned()));
+    }
+
+    /// The owner and threadId that created `context_id` on `agent`.
+    pub(crate) fn owner_of(&self, agent: &str, context_id: &str) -> Option<(String, String)> {
+        let context = (agent.to_owned(), context_id.to_owned());
+        self.owners.get(&context).map(|v| v.clone())
     }
 
     /// Bindings held.
@@ -68,9 +72,40 @@ impl MemoryStore {
     }
 }
 
+/// Makes room for `key` in a map at `capacity`: an arbitrary eighth is evicted.
+fn evict_if_full<K, V>(map: &DashMap<K, V>, key: &K, capacity: usize)
+where
+    K: Eq + std::hash::Hash + Clone,
+{
+    if map.len() < capacity || map.contains_key(key) {
+        return;
+    }
+    let victims: Vec<K> = map
+        .iter()
+        .take(capacity / 8)
+        .map(|e| e.key().clone())
+        .collect();
+    for k in victims {
+        map.remove(&k);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_context_remembers_who_created_it() {
+        let s = MemoryStore::default();
+        s.put("alice", "a", "t1", "c1");
+        s.put("bob", "a", "t2", "c1");
+        assert_eq!(
+            s.owner_of("a", "c1"),
+            Some(("alice".to_owned(), "t1".to_owned())),
+            "the first owner stays the owner"
+        );
+        assert_eq!(s.owner_of("b", "c1"), None);
+    }
 
     #[test]
     fn binds_per_owner_agent_and_thread() {

@@ -24,6 +24,8 @@ use tokio::time::Instant;
 
 /// Prefix of every key the gateway writes (DESIGN §4).
 pub(crate) const KEY_PREFIX: &str = "agui-a2a-gateway:binding:";
+/// Prefix of the ownership index: agent + contextId -> the owner and thread that created it.
+pub(crate) const OWNER_PREFIX: &str = "agui-a2a-gateway:context:";
 /// Bound of one Redis call (`GETEX`, `SET`), connection included.
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 /// Bound of the readiness `PING` (short enough for a probe with a 1 s timeout).
@@ -41,6 +43,15 @@ pub(crate) fn key(owner: &str, agent: &str, thread_id: &str) -> String {
     escape_into(&mut key, agent);
     key.push(':');
     escape_into(&mut key, thread_id);
+    key
+}
+
+/// The Redis key of the ownership record of `context_id` on `agent`.
+pub(crate) fn owner_key(agent: &str, context_id: &str) -> String {
+    let mut key = String::from(OWNER_PREFIX);
+    escape_into(&mut key, agent);
+    key.push(':');
+    escape_into(&mut key, context_id);
     key
 }
 
@@ -138,7 +149,8 @@ impl RedisStore {
         self.call(&cmd, CALL_TIMEOUT, true).await
     }
 
-    /// `SET key contextId EX ttl`.
+    /// `SET key contextId EX ttl`, and the context's ownership record (`["owner",
+    /// "threadId"]` as JSON) with the same life.
     pub(crate) async fn put(
         &self,
         owner: &str,
@@ -151,7 +163,28 @@ impl RedisStore {
             .arg(context_id)
             .arg("EX")
             .arg(self.ttl_s);
+        self.call::<()>(&cmd, CALL_TIMEOUT, true).await?;
+        let record = serde_json::json!([owner, thread_id]).to_string();
+        let mut cmd = ::redis::cmd("SET");
+        cmd.arg(owner_key(agent, context_id))
+            .arg(record)
+            .arg("EX")
+            .arg(self.ttl_s);
         self.call(&cmd, CALL_TIMEOUT, true).await
+    }
+
+    /// The owner and threadId that created `context_id` on `agent`, its life renewed.
+    pub(crate) async fn owner_of(
+        &self,
+        agent: &str,
+        context_id: &str,
+    ) -> Result<Option<(String, String)>, Unavailable> {
+        let mut cmd = ::redis::cmd("GETEX");
+        cmd.arg(owner_key(agent, context_id))
+            .arg("EX")
+            .arg(self.ttl_s);
+        let raw: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
+        Ok(raw.and_then(|r| serde_json::from_str(&r).ok()))
     }
 
     /// Readiness: Redis answers `PING` within [`PING_TIMEOUT`]. Ignores the pause, and

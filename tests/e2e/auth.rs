@@ -379,4 +379,35 @@ async fn two_callers_on_one_thread_id_get_their_own_contexts() {
         alice_first,
         "alice's thread stays hers"
     );
+    // Bob naming alice's context, in props or in state, is told it does not exist.
+    let client = reqwest::Client::new();
+    for explicit in [
+        json!({"forwardedProps": {"a2a": {"contextId": alice_first}}}),
+        json!({"state": {"a2a": {"contextId": alice_first}}}),
+    ] {
+        let mut body = run_input("bob-snoops", "echo peek");
+        for (k, v) in explicit.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let resp = client
+            .post(gw.agent_url("demo"))
+            .bearer_auth(bob)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404, "{explicit}");
+        let err: Value = resp.json().await.unwrap();
+        assert_eq!(err["error"]["code"], "unknown_thread");
+        // Alice may.
+        let resp = client
+            .post(gw.agent_url("demo"))
+            .bearer_auth(alice)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{explicit}");
+        assert!(resp.text().await.unwrap().contains("RUN_FINISHED"));
+    }
 }
