@@ -114,16 +114,18 @@ impl ProtocolVersion {
 
     /// Params of `ListTasks` (1.0 only).
     pub fn list_params(
-        context_id: &str,
+        context_id: Option<&str>,
         page_size: u32,
         page_token: Option<&str>,
         history_length: u32,
     ) -> Value {
         let mut params = serde_json::json!({
-            "contextId": context_id,
             "pageSize": page_size,
             "historyLength": history_length,
         });
+        if let Some(c) = context_id {
+            params["contextId"] = Value::String(c.to_owned());
+        }
         if let Some(t) = page_token {
             params["pageToken"] = Value::String(t.to_owned());
         }

@@ -10,5 +10,6 @@ pub(crate) mod interrupt;
 pub(crate) mod projector;
 pub(crate) mod request;
 pub(crate) mod state;
+pub(crate) mod threads;
 
 pub(crate) use projector::{Projector, RunFrame};

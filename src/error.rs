@@ -30,6 +30,9 @@ pub(crate) enum RequestError {
     UnknownThread,
     #[error("{0}")]
     MalformedJson(String),
+    /// A query parameter that does not parse.
+    #[error("{0}")]
+    InvalidQuery(String),
     #[error("not a RunAgentInput: {0}")]
     InvalidRunInput(String),
     #[error("{0}")]
@@ -68,6 +71,7 @@ impl RequestError {
             Self::NoRoute => "not_found",
             Self::UnknownThread => "unknown_thread",
             Self::MalformedJson(_) => "malformed_json",
+            Self::InvalidQuery(_) => "invalid_query",
             Self::InvalidRunInput(_) => "invalid_run_input",
             Self::InvalidForwardedProps(_) => "invalid_forwarded_props",
             Self::NoTask => "no_task",
@@ -100,7 +104,7 @@ impl RequestError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::UnknownAgent(_) | Self::NoRoute | Self::UnknownThread => StatusCode::NOT_FOUND,
-            Self::MalformedJson(_) => StatusCode::BAD_REQUEST,
+            Self::MalformedJson(_) | Self::InvalidQuery(_) => StatusCode::BAD_REQUEST,
             Self::InvalidRunInput(_)
             | Self::InvalidForwardedProps(_)
             | Self::NoTask
@@ -204,6 +208,7 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         NoRoute,
         UnknownThread,
         MalformedJson(String::new()),
+        InvalidQuery(String::new()),
         InvalidRunInput(String::new()),
         InvalidForwardedProps(String::new()),
         NoTask,
@@ -228,6 +233,7 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
             | NoRoute
             | UnknownThread
             | MalformedJson(_)
+            | InvalidQuery(_)
             | InvalidRunInput(_)
             | InvalidForwardedProps(_)
             | NoTask

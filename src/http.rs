@@ -32,6 +32,7 @@ use crate::run::{self, RunRequest};
 
 pub(crate) mod listener;
 pub(crate) mod sse;
+pub(crate) mod threads;
 
 use sse::SseBody;
 
@@ -86,6 +87,9 @@ pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/agents", get(list_agents))
         .route("/agents/{name}", post(run_agent).get(get_agent))
+        .route("/agents/{name}/threads", get(threads::list))
+        .route("/agents/{name}/threads/{thread_id}", get(threads::detail))
+        .route("/threads", get(threads::inbox))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
         .fallback(|| async { RequestError::NoRoute })
@@ -367,7 +371,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(operations, 5);
+        assert_eq!(operations, 8);
         let unrouted = HttpRequest::builder()
             .uri("/nope")
             .body(Body::empty())

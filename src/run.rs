@@ -31,7 +31,6 @@ use crate::agui::{Event, RunAgentInput};
 use crate::binding::BindingStore;
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
-use crate::bridge::state::StateLimits;
 use crate::bridge::{Projector, RunFrame};
 use crate::config::{ContextIds, Limits, TimeoutSettings};
 use crate::error::RunError;
@@ -291,13 +290,11 @@ impl Run {
             client_state: input.state.take(),
             context_id,
             task_id: plan.task_id().map(str::to_owned),
-            max_artifact_bytes: limits.max_artifact_bytes_per_run,
-            max_text_bytes: limits.max_text_bytes_per_run,
-            state_limits: StateLimits::from_config(&limits),
             resolves: match plan.action {
                 Action::Refuse(_) => Vec::new(),
                 _ => plan.resolves.clone(),
             },
+            ..RunFrame::limited(&limits)
         };
         Self {
             thread_id: std::mem::take(&mut input.thread_id),
@@ -443,7 +440,7 @@ impl Run {
             let page = upstream
                 .client
                 .list_tasks(
-                    &context_id,
+                    Some(&context_id),
                     PICK_UP_PAGE_SIZE,
                     token.as_deref(),
                     PICK_UP_HISTORY,

@@ -242,10 +242,10 @@ impl Client {
             .ok_or_else(|| not_a("Task", &result))
     }
 
-    /// `ListTasks` filtered by context (1.0 only; newest first).
+    /// `ListTasks`, filtered by context if given (1.0 only; newest first).
     pub async fn list_tasks(
         &self,
-        context_id: &str,
+        context_id: Option<&str>,
         page_size: u32,
         page_token: Option<&str>,
         history_length: u32,

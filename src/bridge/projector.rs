@@ -47,6 +47,19 @@ pub(crate) struct RunFrame {
     pub resolves: Vec<String>,
 }
 
+impl RunFrame {
+    /// A frame held to `limits` (text, artifacts, state); the rest is the run's to fill in.
+    /// `Default` alone would allow nothing.
+    pub(crate) fn limited(limits: &crate::config::Limits) -> Self {
+        Self {
+            max_artifact_bytes: limits.max_artifact_bytes_per_run,
+            max_text_bytes: limits.max_text_bytes_per_run,
+            state_limits: StateLimits::from_config(limits),
+            ..Self::default()
+        }
+    }
+}
+
 /// What was streamed of one agent message: open, or closed with a digest of its text
 /// (so a repeat can be recognised without keeping every message's text for the run).
 #[derive(Debug, PartialEq, Eq)]
@@ -127,6 +140,11 @@ impl Projector {
     /// The A2A context id bound to this run, once known.
     pub(crate) fn context_id(&self) -> Option<&str> {
         self.frame.context_id.as_deref()
+    }
+
+    /// The state document as projected so far (once the run started).
+    pub(crate) fn state(&self) -> Option<&Value> {
+        self.shadow.as_ref().map(Shadow::doc)
     }
 
     /// The A2A task id of this run, once known.

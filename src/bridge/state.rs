@@ -298,7 +298,6 @@ impl Shadow {
     }
 
     /// The document.
-    #[cfg(test)]
     pub(crate) fn doc(&self) -> &Value {
         &self.doc
     }

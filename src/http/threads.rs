@@ -1,0 +1,258 @@
+//! The threads API (DESIGN §3): an agent's conversations, one conversation, and the inbox
+//! across agents — each scoped to its caller (DESIGN §11).
+//!
+//! Conversations come from the upstream's A2A 1.0 `ListTasks` (at most [`LIST_PAGES`]
+//! pages of [`LIST_PAGE_SIZE`] tasks, the newest), grouped and given a status by
+//! `bridge::threads`. A context the gateway created belongs to the caller that created it
+//! and shows under that caller's threadId; someone else's is hidden (a 404 when asked for),
+//! unless the caller has scope `threads:all`; a context not created through the gateway is
+//! shown, under its contextId as threadId, only to callers with `threads:all` (without
+//! inbound auth, the one anonymous caller). An A2A 0.3 upstream has no `ListTasks`: its list
+//! is empty with `source: "bindings"` (enumerating bindings is not supported by the stores
+//! yet), and a thread's detail is not available there.
+
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::AppState;
+use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
+use crate::auth::{Caller, SCOPE_THREADS_ALL};
+use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
+use crate::bridge::{history, Projector, RunFrame};
+use crate::config::Limits;
+use crate::error::RequestError;
+use crate::registry::Agent;
+
+/// `ListTasks` pages read for a list, and tasks per page.
+const LIST_PAGES: usize = 5;
+const LIST_PAGE_SIZE: u32 = 100;
+/// Messages per task read for a thread's detail.
+const DETAIL_HISTORY: u32 = 200;
+/// Threads per page of a list: the default and the most.
+const DEFAULT_PAGE_SIZE: usize = 20;
+const MAX_PAGE_SIZE: usize = 100;
+
+/// `status`, `pageSize`, `pageToken`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ListQuery {
+    status: Option<String>,
+    page_size: Option<usize>,
+    page_token: Option<String>,
+}
+
+/// Where a list came from.
+const SOURCE_UPSTREAM: &str = "upstream";
+const SOURCE_BINDINGS: &str = "bindings";
+
+/// `GET /agents/{name}/threads`.
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, RequestError> {
+    let agent = s
+        .registry
+        .get(&name)
+        .ok_or(RequestError::UnknownAgent(name))?;
+    let (threads, source) = visible_threads(&s, &agent, &caller).await;
+    let items: Vec<Value> = threads.iter().map(|t| json!(t)).collect();
+    page(items, source, &q)
+}
+
+/// `GET /threads`: every agent's visible conversations, newest first, each with `agent`.
+pub(crate) async fn inbox(
+    State(s): State<AppState>,
+    caller: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, RequestError> {
+    let mut items: Vec<(Option<String>, Value)> = Vec::new();
+    let mut sources = Vec::new();
+    for agent in s.registry.all() {
+        let (threads, source) = visible_threads(&s, agent, &caller).await;
+        sources.push(source);
+        for t in threads {
+            let mut item = json!(t);
+            item["agent"] = json!(agent.settings.name);
+            items.push((t.last_task.updated_at.clone(), item));
+        }
+    }
+    items.sort_by(|a, b| b.0.cmp(&a.0));
+    let source = if sources.iter().all(|s| *s == SOURCE_UPSTREAM) {
+        SOURCE_UPSTREAM
+    } else {
+        SOURCE_BINDINGS
+    };
+    page(items.into_iter().map(|(_, v)| v).collect(), source, &q)
+}
+
+/// `GET /agents/{name}/threads/{threadId}`: the conversation with its messages (rebuilt from
+/// A2A history), its state (the projection of its last task) and pending interrupts.
+pub(crate) async fn detail(
+    State(s): State<AppState>,
+    Path((name, thread_id)): Path<(String, String)>,
+    caller: Caller,
+) -> Result<Json<Value>, RequestError> {
+    let agent = s
+        .registry
+        .get(&name)
+        .ok_or(RequestError::UnknownAgent(name))?;
+    let owner = caller.name.as_str();
+    let context_id = match s
+        .bindings
+        .get(owner, &agent.settings.name, &thread_id)
+        .await
+    {
+        Some(context) => context,
+        // A context not created by this caller through the gateway: its contextId is the
+        // threadId; someone else's, or a foreign one without `threads:all`, is unknown.
+        None => {
+            let created_by = s.bindings.owner_of(&agent.settings.name, &thread_id).await;
+            let visible = match created_by {
+                Some((creator, _)) => caller.may_use(&creator),
+                None => caller.has_scope(SCOPE_THREADS_ALL),
+            };
+            if !visible {
+                return Err(RequestError::UnknownThread);
+            }
+            thread_id.clone()
+        }
+    };
+    let upstream = s
+        .registry
+        .resolve(&agent)
+        .await
+        .map_err(|_| RequestError::UnknownThread)?;
+    if upstream.version() != ProtocolVersion::V1 {
+        return Err(RequestError::UnknownThread);
+    }
+    let page = upstream
+        .client
+        .list_tasks(Some(&context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY)
+        .await
+        .map_err(|_| RequestError::UnknownThread)?;
+    let mut tasks: Vec<Task> = page
+        .tasks
+        .into_iter()
+        .filter(|t| t.context_id.as_deref() == Some(context_id.as_str()))
+        .collect();
+    let summary = threads::summarize(&tasks, |_| thread_id.clone())
+        .into_iter()
+        .next()
+        .ok_or(RequestError::UnknownThread)?;
+    tasks.reverse();
+    let oldest_first: Vec<&Task> = tasks.iter().collect();
+    let messages = history::messages(&oldest_first);
+    let (state, pending) = projected_state(&s.limits, &thread_id, &context_id, tasks.last());
+    let mut body = json!(summary);
+    body["messages"] = json!(messages);
+    body["state"] = state;
+    body["pendingInterrupts"] = pending;
+    Ok(Json(body))
+}
+
+/// The state the run path would have projected for the conversation's last task, and its
+/// pending interrupts.
+fn projected_state(
+    limits: &Limits,
+    thread_id: &str,
+    context_id: &str,
+    last: Option<&Task>,
+) -> (Value, Value) {
+    let mut projector = Projector::new(RunFrame {
+        thread_id: thread_id.to_owned(),
+        context_id: Some(context_id.to_owned()),
+        ..RunFrame::limited(limits)
+    });
+    projector.start();
+    if let Some(task) = last {
+        projector.apply(&StreamEvent::Task(task.clone()));
+    }
+    let state = projector.state().cloned().unwrap_or_else(|| json!({}));
+    let pending: Vec<Value> = state["a2a"]["pendingInterrupts"]
+        .as_object()
+        .map(|m| m.values().cloned().collect())
+        .unwrap_or_default();
+    (state, json!(pending))
+}
+
+/// The conversations of `agent` the caller may see, newest first, and their source.
+async fn visible_threads(
+    s: &AppState,
+    agent: &Agent,
+    caller: &Caller,
+) -> (Vec<ThreadSummary>, &'static str) {
+    let Ok(upstream) = s.registry.resolve(agent).await else {
+        return (Vec::new(), SOURCE_UPSTREAM);
+    };
+    if upstream.version() != ProtocolVersion::V1 {
+        return (Vec::new(), SOURCE_BINDINGS);
+    }
+    let mut tasks = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..LIST_PAGES {
+        let page = upstream
+            .client
+            .list_tasks(None, LIST_PAGE_SIZE, token.as_deref(), 0)
+            .await;
+        let Ok(page) = page else { break };
+        tasks.extend(page.tasks);
+        token = page.next_page_token.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+    }
+    let mut visible = Vec::new();
+    for mut thread in threads::summarize(&tasks, str::to_owned) {
+        match s
+            .bindings
+            .owner_of(&agent.settings.name, &thread.context_id)
+            .await
+        {
+            Some((creator, creator_thread)) if caller.may_use(&creator) => {
+                thread.thread_id = creator_thread;
+                visible.push(thread);
+            }
+            Some(_) => {}
+            None if caller.has_scope(SCOPE_THREADS_ALL) => visible.push(thread),
+            None => {}
+        }
+    }
+    (visible, SOURCE_UPSTREAM)
+}
+
+/// Filters by `status` and cuts one page (`pageToken` is the offset of the page).
+fn page(items: Vec<Value>, source: &str, q: &ListQuery) -> Result<Json<Value>, RequestError> {
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(raw) => Some(ThreadStatus::parse(raw).ok_or_else(|| {
+            RequestError::InvalidQuery(format!(
+                "status must be one of idle, working, input-required, auth-required, failed, not {raw:?}"
+            ))
+        })?),
+    };
+    let size = q
+        .page_size
+        .unwrap_or(DEFAULT_PAGE_SIZE)
+        .clamp(1, MAX_PAGE_SIZE);
+    let offset = match q.page_token.as_deref() {
+        None | Some("") => 0,
+        Some(t) => t
+            .parse::<usize>()
+            .map_err(|_| RequestError::InvalidQuery("pageToken is not one we issued".into()))?,
+    };
+    let matching: Vec<Value> = items
+        .into_iter()
+        .filter(|t| status.is_none_or(|s| t["status"] == s.as_str()))
+        .collect();
+    let total = matching.len();
+    let threads: Vec<Value> = matching.into_iter().skip(offset).take(size).collect();
+    let mut body = json!({"threads": threads, "source": source});
+    if offset + size < total {
+        body["nextPageToken"] = json!((offset + size).to_string());
+    }
+    Ok(Json(body))
+}

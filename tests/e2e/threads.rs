@@ -1,0 +1,142 @@
+//! The threads API (DESIGN §3) on the demo agent: the list with real statuses, paged and
+//! filtered, one thread's messages, state and pending interrupts, the inbox across agents,
+//! and the scope of each caller (DESIGN §11).
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+async fn get(url: &str, key: Option<&str>) -> (u16, Value) {
+    let mut req = reqwest::Client::new().get(url);
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+fn ids(list: &Value) -> Vec<(String, String)> {
+    list["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["threadId"].as_str().unwrap().to_owned(),
+                t["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn threads_are_listed_with_their_live_status_and_read_back() {
+    let gw = Gateway::start("{}", true).await;
+    let url = gw.agent_url("demo");
+    drive_message(&url, "th-done", "echo all done").await;
+    drive_message(&url, "th-wait", "approve").await;
+    drive(&url, "th-fail", json!([{"message": "fail"}])).await;
+
+    let (status, list) = get(&format!("{url}/threads"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["source"], "upstream");
+    let listed = ids(&list);
+    assert_eq!(
+        listed,
+        [
+            ("th-fail".to_owned(), "failed".to_owned()),
+            ("th-wait".to_owned(), "input-required".to_owned()),
+            ("th-done".to_owned(), "idle".to_owned()),
+        ],
+        "newest first, each under the client's threadId"
+    );
+    let (_, waiting) = get(&format!("{url}/threads?status=input-required"), None).await;
+    assert_eq!(
+        ids(&waiting),
+        [("th-wait".to_owned(), "input-required".to_owned())]
+    );
+    let (_, first) = get(&format!("{url}/threads?pageSize=2"), None).await;
+    assert_eq!(first["threads"].as_array().unwrap().len(), 2);
+    let token = first["nextPageToken"].as_str().unwrap();
+    let (_, second) = get(&format!("{url}/threads?pageSize=2&pageToken={token}"), None).await;
+    assert_eq!(ids(&second), [("th-done".to_owned(), "idle".to_owned())]);
+    assert!(second.get("nextPageToken").is_none());
+    let (bad, err) = get(&format!("{url}/threads?status=sleeping"), None).await;
+    assert_eq!(
+        (bad, err["error"]["code"].as_str()),
+        (400, Some("invalid_query"))
+    );
+
+    // The inbox across agents: what waits for a human.
+    let (_, inbox) = get(&format!("{}/threads?status=input-required", gw.base), None).await;
+    assert_eq!(inbox["threads"][0]["agent"], "demo");
+    assert_eq!(inbox["threads"][0]["threadId"], "th-wait");
+
+    // One thread: messages rebuilt from A2A history, state, pending interrupts.
+    let (status, wait) = get(&format!("{url}/threads/th-wait"), None).await;
+    assert_eq!(status, 200, "{wait}");
+    let messages: Vec<(&str, &str)> = wait["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            ("user", "approve"),
+            ("assistant", "Do you approve? Reply yes or no.")
+        ]
+    );
+    assert_eq!(
+        wait["messages"][0]["id"], "th-wait-user-1",
+        "the client's ids"
+    );
+    assert_eq!(
+        wait["state"]["a2a"]["task"]["state"], "input-required",
+        "{wait}"
+    );
+    assert_eq!(wait["pendingInterrupts"].as_array().unwrap().len(), 1);
+    let (missing, err) = get(&format!("{url}/threads/no-such-thread"), None).await;
+    assert_eq!(
+        (missing, err["error"]["code"].as_str()),
+        (404, Some("unknown_thread"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_lists_and_reads_only_its_own_threads() {
+    let (alice, bob) = ("e2e-alice-key-0123456789", "e2e-bob-key-0123456789ab");
+    let config = json!({"auth": {"api_keys": [
+        {"name": "alice", "key": alice}, {"name": "bob", "key": bob}]}});
+    let gw = Gateway::start(&config.to_string(), true).await;
+    let url = gw.agent_url("demo");
+    let steps = drive_with(json!({"url": url, "threadId": "alice-thread",
+        "headers": {"Authorization": format!("Bearer {alice}")},
+        "steps": [{"message": "approve"}]}))
+    .await;
+    assert_accepted(&steps[0]);
+    let context = steps[0]["state"]["a2a"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let (_, mine) = get(&format!("{url}/threads"), Some(alice)).await;
+    assert_eq!(
+        ids(&mine),
+        [("alice-thread".to_owned(), "input-required".to_owned())]
+    );
+    let (_, theirs) = get(&format!("{url}/threads"), Some(bob)).await;
+    assert!(ids(&theirs).is_empty(), "{theirs}");
+    let (_, inbox) = get(&format!("{}/threads", gw.base), Some(bob)).await;
+    assert!(ids(&inbox).is_empty());
+    for thread in ["alice-thread", context.as_str()] {
+        let (status, _) = get(&format!("{url}/threads/{thread}"), Some(bob)).await;
+        assert_eq!(status, 404, "bob reads {thread}");
+    }
+    let (status, _) = get(&format!("{url}/threads/alice-thread"), Some(alice)).await;
+    assert_eq!(status, 200);
+    let (unauth, _) = get(&format!("{url}/threads"), None).await;
+    assert_eq!(unauth, 401);
+}
