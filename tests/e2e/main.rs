@@ -12,6 +12,7 @@ mod hostile;
 mod redis;
 mod sessions;
 mod support;
+mod upstream_view;
 
 use std::time::Duration;
 
