@@ -54,6 +54,8 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             context_ids: ContextIds::Server,
             cancel_on_disconnect: false,
             headers: Default::default(),
+            visibility: Default::default(),
+            forward_identity: None,
         });
     }
     let bindings = match &settings.binding_store {

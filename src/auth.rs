@@ -32,6 +32,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::config::Visibility;
 use crate::config::{err, resolve_reference, AuthConfig, ConfigError, JwtConfig, Secret};
 use crate::error::RequestError;
 use crate::redact::Shown;
@@ -72,6 +73,13 @@ impl Caller {
 
     pub(crate) fn has_scope(&self, scope: &str) -> bool {
         self.scopes.iter().any(|s| s == scope)
+    }
+
+    /// Whether this caller may see and pick up contexts of an agent that were not created
+    /// through the gateway (DESIGN §11): on agents with `visibility: shared`, or with scope
+    /// `threads:all`.
+    pub(crate) fn may_see_foreign(&self, visibility: Visibility) -> bool {
+        visibility == Visibility::Shared || self.has_scope(SCOPE_THREADS_ALL)
     }
 
     /// Whether this caller may use a context that `created_by` created through the gateway

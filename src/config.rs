@@ -127,6 +127,24 @@ pub struct AgentConfig {
     /// Header name -> value reference (`env:NAME`, `file:/path`, or a literal).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Who may see and pick up contexts not created through the gateway (DESIGN §11).
+    #[serde(default)]
+    pub visibility: Visibility,
+    /// A header that carries the caller identity on every upstream call of a run.
+    #[serde(default)]
+    pub forward_identity: Option<String>,
+}
+
+/// `visibility`: who may see contexts on the upstream that were not created through the
+/// gateway (DESIGN §11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Visibility {
+    /// Only callers with scope `threads:all` (default).
+    #[default]
+    Owner,
+    /// Every caller.
+    Shared,
 }
 
 /// `protocol`: detect from the card, or pin.
@@ -275,6 +293,9 @@ pub struct AgentSettings {
     pub context_ids: ContextIds,
     pub cancel_on_disconnect: bool,
     pub headers: HeaderMap,
+    pub visibility: Visibility,
+    /// The header that carries the caller identity upstream (`forward_identity`), if any.
+    pub forward_identity: Option<HeaderName>,
 }
 
 /// The validated configuration the gateway runs with.
@@ -391,6 +412,14 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
             .map_err(|_| err(&hkey, "value is not a valid header value"))?;
         headers.insert(hname, hvalue);
     }
+    let forward_identity = match &a.forward_identity {
+        None => None,
+        Some(name) => Some(identity_header(
+            &format!("{key}.forward_identity"),
+            name,
+            &headers,
+        )?),
+    };
     Ok(AgentSettings {
         name: a.name.clone(),
         url,
@@ -398,7 +427,31 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
         context_ids: a.context_ids,
         cancel_on_disconnect: a.cancel_on_disconnect,
         headers,
+        visibility: a.visibility,
+        forward_identity,
     })
+}
+
+/// Headers `forward_identity` may not name: the gateway sets them on every call.
+const RESERVED_HEADERS: [&str; 4] = ["authorization", "content-type", "accept", "a2a-version"];
+
+/// `forward_identity`: a valid header name that neither the gateway nor `headers` sets.
+fn identity_header(key: &str, name: &str, headers: &HeaderMap) -> Result<HeaderName, ConfigError> {
+    let hname = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| err(key, format!("{name:?} is not a valid header name")))?;
+    if RESERVED_HEADERS.contains(&hname.as_str()) {
+        return Err(err(
+            key,
+            format!("{name:?} is set by the gateway and cannot carry the caller identity"),
+        ));
+    }
+    if headers.contains_key(&hname) {
+        return Err(err(
+            key,
+            format!("{name:?} is already set by this agent's headers"),
+        ));
+    }
+    Ok(hname)
 }
 
 fn parse_store(raw: &str) -> Result<BindingStoreKind, ConfigError> {
@@ -487,6 +540,8 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             context_ids: ContextIds::Server,
             cancel_on_disconnect: false,
             headers: BTreeMap::new(),
+            visibility: Visibility::Owner,
+            forward_identity: None,
         };
         // A flag replaces a file agent of the same name.
         let parsed = agent_settings(agents.len(), &cfg).map_err(|e| err("--agent", e.message))?;
@@ -592,6 +647,8 @@ mod tests {
         assert!(s.auth.is_configured());
         assert_eq!(s.agents[0].name, "ref");
         assert_eq!(s.agents[0].headers["authorization"], "Bearer secret");
+        assert_eq!(s.agents[0].visibility, Visibility::Owner);
+        assert_eq!(s.agents[0].forward_identity.as_ref().unwrap(), "x-caller");
         assert_eq!(s.limits.max_body_bytes, 8 * 1024 * 1024);
         assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
     }
@@ -752,6 +809,35 @@ mod tests {
         };
         let file = yaml(agents).unwrap();
         assert_eq!(settings(file, flag).unwrap_err().key, "listen");
+    }
+
+    #[test]
+    fn visibility_and_forward_identity_are_checked() {
+        let agent = |extra: &str| {
+            let file = yaml(&format!(
+                "agents: [{{name: a, url: 'http://x', headers: {{X-Api-Key: k}}{extra}}}]"
+            ))?;
+            settings(file, Overrides::default()).map_err(|e| format!("{}: {}", e.key, e.message))
+        };
+        let plain = agent("").unwrap();
+        assert_eq!(plain.agents[0].visibility, Visibility::Owner);
+        assert!(plain.agents[0].forward_identity.is_none());
+        let set = agent(", visibility: shared, forward_identity: X-Caller").unwrap();
+        assert_eq!(set.agents[0].visibility, Visibility::Shared);
+        assert_eq!(set.agents[0].forward_identity.as_ref().unwrap(), "x-caller");
+        assert!(agent(", visibility: public").is_err());
+        for bad in [
+            "'X Caller'",
+            "''",
+            "Authorization",
+            "content-type",
+            "Accept",
+            "A2A-Version",
+            "x-api-key",
+        ] {
+            let e = agent(&format!(", forward_identity: {bad}")).unwrap_err();
+            assert!(e.starts_with("agents[0].forward_identity"), "{bad}: {e}");
+        }
     }
 
     #[test]

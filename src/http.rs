@@ -228,6 +228,8 @@ async fn run_agent(
         }
     }
     tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), "run");
+    // Contexts not created through the gateway (DESIGN §11).
+    let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
         agent,
         registry: s.registry.clone(),
@@ -238,10 +240,7 @@ async fn run_agent(
         timeouts: s.timeouts,
         permit,
         stop: s.stop.clone(),
-        // Contexts not created through the gateway: only for callers who see every
-        // context (DESIGN §11) — the anonymous caller without inbound auth, or scope
-        // threads:all. (`visibility: shared` per agent is still to come.)
-        may_pick_up: caller.has_scope(auth::SCOPE_THREADS_ALL),
+        may_pick_up,
         owner: caller.name.clone(),
     });
     let mut resp = Response::new(Body::from_stream(SseBody::new(events, sse::KEEP_ALIVE)));

@@ -23,7 +23,9 @@ use std::time::Duration;
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
-use crate::a2a::client::{ClientError, EventStream};
+use reqwest::header::{HeaderName, HeaderValue};
+
+use crate::a2a::client::{Client, ClientError, EventStream};
 use crate::a2a::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task};
 use crate::a2a::rpc_code;
 use crate::agui::input::Message as ClientMessage;
@@ -238,6 +240,14 @@ struct Run {
     pick_up: bool,
 }
 
+/// `client`, carrying the caller identity header if there is one.
+fn with_identity(client: &Client, identity: Option<(HeaderName, HeaderValue)>) -> Client {
+    match identity {
+        Some((name, value)) => client.with_header(name, value),
+        None => client.clone(),
+    }
+}
+
 /// The upstream no longer takes input on this task: unknown, or finished (A2A 1.0 §3.3.2,
 /// transcripts §2.33-2.34).
 fn is_stale_task(e: &ClientError) -> bool {
@@ -364,9 +374,9 @@ impl Run {
         if wanted == self.armed_task {
             return;
         }
-        let armed = match (&wanted, self.agent.resolved()) {
-            (Some(task_id), Some(upstream)) => Some(CancelOnDrop {
-                client: upstream.client.clone(),
+        let armed = match (&wanted, self.agent.resolved(), self.identity()) {
+            (Some(task_id), Some(upstream), Ok(identity)) => Some(CancelOnDrop {
+                client: with_identity(&upstream.client, identity),
                 task_id: task_id.clone(),
             }),
             _ => None,
@@ -375,6 +385,20 @@ impl Run {
             *slot = armed;
         }
         self.armed_task = wanted;
+    }
+
+    /// The caller identity header every upstream call of this run carries
+    /// (`forward_identity`, DESIGN §11); `None` when the agent forwards none.
+    fn identity(&self) -> Result<Option<(HeaderName, HeaderValue)>, RunError> {
+        let Some(name) = &self.agent.settings.forward_identity else {
+            return Ok(None);
+        };
+        let value = HeaderValue::from_str(&self.owner).map_err(|_| {
+            RunError::UpstreamUnavailable(format!(
+                "the caller identity is not a valid value of the {name} header (forward_identity)"
+            ))
+        })?;
+        Ok(Some((name.clone(), value)))
     }
 
     fn disarm_cancel(&self) {
@@ -396,6 +420,17 @@ impl Run {
                 let msg = format!("agent {} is not reachable: {e}", self.agent.settings.name);
                 return self.fail(RunError::UpstreamUnavailable(msg)).await;
             }
+        };
+        // Every call of the run goes through this resolution: with the caller identity if
+        // the agent forwards it.
+        let upstream = match self.identity() {
+            Ok(None) => upstream,
+            Ok(Some(identity)) => Arc::new(Resolved {
+                card: upstream.card.clone(),
+                client: with_identity(&upstream.client, Some(identity)),
+                streaming: upstream.streaming,
+            }),
+            Err(e) => return self.fail(e).await,
         };
         if self.pick_up {
             self.pick_up(&upstream).await?;

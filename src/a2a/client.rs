@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 
 use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
 use super::sse::{self, SseError};
@@ -84,6 +84,14 @@ impl Client {
             max_event_bytes,
             call_timeout,
         }
+    }
+
+    /// This client with one more header on every call (`forward_identity`): a cheap copy
+    /// sharing the connection pool.
+    pub fn with_header(&self, name: HeaderName, value: HeaderValue) -> Self {
+        let mut client = self.clone();
+        client.endpoint.headers.insert(name, value);
+        client
     }
 
     /// The JSON-RPC endpoint URL in use, without userinfo (for display).

@@ -6,8 +6,8 @@
 //! `bridge::threads`. A context the gateway created belongs to the caller that created it
 //! and shows under that caller's threadId; someone else's is hidden (a 404 when asked for),
 //! unless the caller has scope `threads:all`; a context not created through the gateway is
-//! shown, under its contextId as threadId, only to callers with `threads:all` (without
-//! inbound auth, the one anonymous caller). An A2A 0.3 upstream has no `ListTasks`: its list
+//! shown, under its contextId as threadId, only on agents with `visibility: shared` or to
+//! callers with `threads:all` (without inbound auth, the one anonymous caller). An A2A 0.3 upstream has no `ListTasks`: its list
 //! is empty with `source: "bindings"` (enumerating bindings is not supported by the stores
 //! yet), and a thread's detail is not available there.
 
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::AppState;
 use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
-use crate::auth::{Caller, SCOPE_THREADS_ALL};
+use crate::auth::Caller;
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
@@ -113,7 +113,7 @@ pub(crate) async fn detail(
             let created_by = s.bindings.owner_of(&agent.settings.name, &thread_id).await;
             let visible = match created_by {
                 Some((creator, _)) => caller.may_use(&creator),
-                None => caller.has_scope(SCOPE_THREADS_ALL),
+                None => caller.may_see_foreign(agent.settings.visibility),
             };
             if !visible {
                 return Err(RequestError::UnknownThread);
@@ -217,7 +217,7 @@ async fn visible_threads(
                 visible.push(thread);
             }
             Some(_) => {}
-            None if caller.has_scope(SCOPE_THREADS_ALL) => visible.push(thread),
+            None if caller.may_see_foreign(agent.settings.visibility) => visible.push(thread),
             None => {}
         }
     }

@@ -13,6 +13,7 @@ mod redis;
 mod sessions;
 mod support;
 mod threads;
+mod upstream_view;
 
 use std::time::Duration;
 
