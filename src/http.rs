@@ -27,7 +27,7 @@ use crate::bridge::request;
 use crate::config::{Limits, TimeoutSettings};
 use crate::error::RequestError;
 use crate::redact::Shown;
-use crate::registry::Registry;
+use crate::registry::{Agent, Registry};
 use crate::run::{self, RunRequest};
 
 pub(crate) mod listener;
@@ -187,6 +187,62 @@ fn json_error(e: serde_json::Error) -> RequestError {
     }
 }
 
+/// DESIGN §4, §11: explicit ids are honoured only for contexts the caller may use. A named
+/// context (props, state) created by someone else is unknown; so is a named task (props,
+/// a resumed interrupt, `subscribeOnly`, a waiting task in state) whose context is someone
+/// else's, or foreign to a caller who may not see foreign contexts. A caller with
+/// `threads:all` (the anonymous one without inbound auth) may use any: nothing is asked.
+async fn check_ownership(
+    s: &AppState,
+    agent: &Agent,
+    caller: &Caller,
+    plan: &request::Plan,
+) -> Result<(), RequestError> {
+    if caller.has_scope(auth::SCOPE_THREADS_ALL) {
+        return Ok(());
+    }
+    let name = &agent.settings.name;
+    for context_id in [&plan.options.context_id, &plan.state_context_id]
+        .into_iter()
+        .flatten()
+    {
+        if let Some((owner, _)) = s.bindings.owner_of(name, context_id).await {
+            if !caller.may_use(&owner) {
+                return Err(RequestError::UnknownThread);
+            }
+        }
+    }
+    let Some(task_id) = plan.task_id() else {
+        return Ok(());
+    };
+    // The task's context, from the upstream (bounded by `timeouts.upstream_call`); a task
+    // the upstream cannot show is left to the run, which reports it in the stream.
+    let Ok(upstream) = s.registry.resolve(agent).await else {
+        return Ok(());
+    };
+    let Ok(task) = upstream.client.get_task(task_id, Some(0)).await else {
+        return Ok(());
+    };
+    let Some(context_id) = task.context_id else {
+        return Ok(());
+    };
+    // No ownership record (a forgotten one: memory store restarted, TTL elapsed): the
+    // client that names the task's context itself is trusted with it.
+    let named = [&plan.options.context_id, &plan.state_context_id]
+        .into_iter()
+        .flatten()
+        .any(|c| *c == context_id);
+    let allowed = match s.bindings.owner_of(name, &context_id).await {
+        Some((owner, _)) => caller.may_use(&owner),
+        None => named || caller.may_see_foreign(agent.settings.visibility),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(RequestError::UnknownThread)
+    }
+}
+
 /// `POST /agents/{name}`: an AG-UI run.
 async fn run_agent(
     State(s): State<AppState>,
@@ -216,17 +272,7 @@ async fn run_agent(
     let input = parse_input(&body, &s.limits)?;
     drop(body);
     let plan = request::plan(&input)?;
-    // DESIGN §4, §11: explicit ids are honoured only for contexts the caller may use.
-    for context_id in [&plan.options.context_id, &plan.state_context_id]
-        .into_iter()
-        .flatten()
-    {
-        if let Some((owner, _)) = s.bindings.owner_of(&agent.settings.name, context_id).await {
-            if !caller.may_use(&owner) {
-                return Err(RequestError::UnknownThread);
-            }
-        }
-    }
+    check_ownership(&s, &agent, &caller, &plan).await?;
     tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), "run");
     // Contexts not created through the gateway (DESIGN §11).
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);

@@ -411,3 +411,68 @@ async fn two_callers_on_one_thread_id_get_their_own_contexts() {
         assert!(resp.text().await.unwrap().contains("RUN_FINISHED"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_cannot_resume_or_reattach_to_someone_elses_task() {
+    let (alice, bob) = ("e2e-alice-key-0123456789", "e2e-bob-key-0123456789ab");
+    let config = json!({"auth": {"api_keys": [
+        {"name": "alice", "key": alice}, {"name": "bob", "key": bob}]}});
+    let gw = Gateway::start(&config.to_string(), true).await;
+    let asked = drive_with(
+        json!({"url": gw.agent_url("demo"), "threadId": "alice-asks",
+        "headers": {"Authorization": format!("Bearer {alice}")},
+        "steps": [{"message": "approve"}]}),
+    )
+    .await;
+    assert_accepted(&asked[0]);
+    let interrupt = asked[0]["pendingInterrupts"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let task = asked[0]["state"]["a2a"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = reqwest::Client::new();
+    let attempts = [
+        json!({"resume": [{"interruptId": interrupt, "status": "resolved", "payload": "yes"}]}),
+        json!({"forwardedProps": {"a2a": {"subscribeOnly": true, "taskId": task}}}),
+        json!({"forwardedProps": {"a2a": {"taskId": task}}}),
+    ];
+    for extra in &attempts {
+        let mut body = run_input("bob-steals", "yes");
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let resp = client
+            .post(gw.agent_url("demo"))
+            .bearer_auth(bob)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404, "bob: {extra}");
+    }
+    // Alice resumes her own task and it completes.
+    let mut body = run_input("alice-asks", "yes");
+    body["resume"] = attempts[0]["resume"].clone();
+    let run = post_run(
+        &gw.agent_url("demo"),
+        &body,
+        std::time::Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        run.status, 401,
+        "the helper sends no key: a 401 proves the route is guarded"
+    );
+    let resp = client
+        .post(gw.agent_url("demo"))
+        .bearer_auth(alice)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("Approved: yes"));
+}
