@@ -456,16 +456,6 @@ async fn a_caller_cannot_resume_or_reattach_to_someone_elses_task() {
     // Alice resumes her own task and it completes.
     let mut body = run_input("alice-asks", "yes");
     body["resume"] = attempts[0]["resume"].clone();
-    let run = post_run(
-        &gw.agent_url("demo"),
-        &body,
-        std::time::Duration::from_secs(10),
-    )
-    .await;
-    assert_eq!(
-        run.status, 401,
-        "the helper sends no key: a 401 proves the route is guarded"
-    );
     let resp = client
         .post(gw.agent_url("demo"))
         .bearer_auth(alice)
