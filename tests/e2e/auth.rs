@@ -316,19 +316,7 @@ async fn only_threads_all_picks_up_a_context_started_elsewhere() {
     ] {
         // A conversation some other A2A client started with its own contextId.
         let context = format!("elsewhere-{caller}-{}", std::process::id());
-        let send = json!({"jsonrpc": "2.0", "id": "1", "method": "message/send", "params": {"message": {
-            "role": "user", "messageId": "m1", "contextId": context,
-            "parts": [{"kind": "text", "text": "echo private"}]}}});
-        let reply: Value = reqwest::Client::new()
-            .post(up)
-            .json(&send)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(reply["result"]["status"]["state"], "completed", "{reply}");
+        a2a_send(up, "m1", &context, "echo private").await;
         let steps = drive_with(json!({
             "url": gw.agent_url("ref"), "threadId": context,
             "headers": {"Authorization": format!("Bearer {key}")},
@@ -380,33 +368,17 @@ async fn two_callers_on_one_thread_id_get_their_own_contexts() {
         "alice's thread stays hers"
     );
     // Bob naming alice's context, in props or in state, is told it does not exist.
-    let client = reqwest::Client::new();
     for explicit in [
         json!({"forwardedProps": {"a2a": {"contextId": alice_first}}}),
         json!({"state": {"a2a": {"contextId": alice_first}}}),
     ] {
-        let mut body = run_input("bob-snoops", "echo peek");
-        for (k, v) in explicit.as_object().unwrap() {
-            body[k] = v.clone();
-        }
-        let resp = client
-            .post(gw.agent_url("demo"))
-            .bearer_auth(bob)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let body = with(run_input("bob-snoops", "echo peek"), &explicit);
+        let resp = post_as(&gw.agent_url("demo"), bob, &body).await;
         assert_eq!(resp.status(), 404, "{explicit}");
         let err: Value = resp.json().await.unwrap();
         assert_eq!(err["error"]["code"], "unknown_thread");
         // Alice may.
-        let resp = client
-            .post(gw.agent_url("demo"))
-            .bearer_auth(alice)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let resp = post_as(&gw.agent_url("demo"), alice, &body).await;
         assert_eq!(resp.status(), 200, "{explicit}");
         assert!(resp.text().await.unwrap().contains("RUN_FINISHED"));
     }
@@ -433,36 +405,19 @@ async fn a_caller_cannot_resume_or_reattach_to_someone_elses_task() {
         .as_str()
         .unwrap()
         .to_owned();
-    let client = reqwest::Client::new();
     let attempts = [
         json!({"resume": [{"interruptId": interrupt, "status": "resolved", "payload": "yes"}]}),
         json!({"forwardedProps": {"a2a": {"subscribeOnly": true, "taskId": task}}}),
         json!({"forwardedProps": {"a2a": {"taskId": task}}}),
     ];
     for extra in &attempts {
-        let mut body = run_input("bob-steals", "yes");
-        for (k, v) in extra.as_object().unwrap() {
-            body[k] = v.clone();
-        }
-        let resp = client
-            .post(gw.agent_url("demo"))
-            .bearer_auth(bob)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let body = with(run_input("bob-steals", "yes"), extra);
+        let resp = post_as(&gw.agent_url("demo"), bob, &body).await;
         assert_eq!(resp.status(), 404, "bob: {extra}");
     }
     // Alice resumes her own task and it completes.
-    let mut body = run_input("alice-asks", "yes");
-    body["resume"] = attempts[0]["resume"].clone();
-    let resp = client
-        .post(gw.agent_url("demo"))
-        .bearer_auth(alice)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let body = with(run_input("alice-asks", "yes"), &attempts[0]);
+    let resp = post_as(&gw.agent_url("demo"), alice, &body).await;
     assert_eq!(resp.status(), 200);
     assert!(resp.text().await.unwrap().contains("Approved: yes"));
 }

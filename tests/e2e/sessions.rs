@@ -1,27 +1,7 @@
 //! Sessions (DESIGN §4): a conversation started by any A2A client is picked up over AG-UI
 //! with its turns, and one started over AG-UI is continued by any A2A client.
 
-use serde_json::{json, Value};
-
 use crate::support::*;
-
-/// A plain A2A 0.3 `message/send` (no A2A-Version header), as any A2A client sends it.
-async fn a2a_send(url: &str, message_id: &str, context_id: &str, text: &str) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": "1", "method": "message/send", "params": {"message": {
-        "role": "user", "messageId": message_id, "contextId": context_id,
-        "parts": [{"kind": "text", "text": text}]}}});
-    let reply: Value = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(reply["result"]["status"]["state"], "completed", "{reply}");
-    reply
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_conversation_started_over_a2a_is_picked_up_with_its_turns() {

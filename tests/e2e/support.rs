@@ -154,6 +154,44 @@ pub async fn drive_message(url: &str, thread: &str, text: &str) -> Value {
     step
 }
 
+/// `body` with the top-level members of `extra` set (state, forwardedProps, resume, …).
+pub fn with(mut body: Value, extra: &Value) -> Value {
+    for (k, v) in extra.as_object().expect("an object") {
+        body[k] = v.clone();
+    }
+    body
+}
+
+/// POSTs a run body as the caller with API key `key`.
+pub async fn post_as(url: &str, key: &str, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url)
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A plain A2A 0.3 `message/send` (no A2A-Version header), as any A2A client sends it;
+/// asserts the task completed and returns the JSON-RPC reply.
+pub async fn a2a_send(url: &str, message_id: &str, context_id: &str, text: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": "1", "method": "message/send", "params": {"message": {
+        "role": "user", "messageId": message_id, "contextId": context_id,
+        "parts": [{"kind": "text", "text": text}]}}});
+    let reply: Value = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["result"]["status"]["state"], "completed", "{reply}");
+    reply
+}
+
 /// The client's activity message (interrupts), if any.
 pub fn activity(step: &Value) -> &Value {
     step["messages"]
