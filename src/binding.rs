@@ -25,6 +25,17 @@ pub(crate) mod redis;
 pub(crate) use self::memory::MemoryStore;
 pub(crate) use self::redis::{RedisStore, Unavailable};
 
+/// One thread as the store knows it (ids only).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ThreadRecord {
+    pub thread_id: String,
+    pub context_id: String,
+    /// The thread's last task, once one was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
 /// A binding store: one of the kinds, and the count of its failures.
 #[derive(Debug)]
 pub(crate) struct BindingStore {
@@ -95,6 +106,37 @@ impl BindingStore {
         if let Err((store, reason)) = stored {
             self.errors.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%store, agent, thread_id = %Shown(thread_id), %reason, "binding not stored; the client's state still carries the context");
+        }
+    }
+
+    /// Records the context and last task of `owner`'s thread (for the thread list of
+    /// upstreams without `ListTasks`). Losing it costs the thread its place in that list.
+    pub(crate) async fn put_task(&self, owner: &str, agent: &str, record: &ThreadRecord) {
+        let stored = match &self.kind {
+            Kind::Memory(m) => {
+                m.put_task(owner, agent, record);
+                Ok(())
+            }
+            Kind::Redis(r) => r.put_task(owner, agent, record).await,
+        };
+        if stored.is_err() {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `owner`'s threads on `agent` with their context and last task, at most `limit`.
+    pub(crate) async fn threads_of(
+        &self,
+        owner: &str,
+        agent: &str,
+        limit: usize,
+    ) -> Vec<ThreadRecord> {
+        match &self.kind {
+            Kind::Memory(m) => m.threads_of(owner, agent, limit),
+            Kind::Redis(r) => r.threads_of(owner, agent, limit).await.unwrap_or_else(|_| {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                Vec::new()
+            }),
         }
     }
 

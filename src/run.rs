@@ -30,7 +30,7 @@ use crate::a2a::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task};
 use crate::a2a::rpc_code;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
-use crate::binding::BindingStore;
+use crate::binding::{BindingStore, ThreadRecord};
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::{Projector, RunFrame};
@@ -234,6 +234,8 @@ struct Run {
     stored_binding: Option<String>,
     /// The task `cancel_on_drop` is armed for.
     armed_task: Option<String>,
+    /// The last task recorded for the thread in the binding store.
+    recorded_task: Option<String>,
     /// The A2A messageId this run sent, to find its place in task history on recovery.
     sent_message_id: Option<String>,
     /// The threadId is asked of the upstream as a known context before the message goes.
@@ -324,6 +326,7 @@ impl Run {
             bound: false,
             stored_binding,
             armed_task: None,
+            recorded_task: None,
             sent_message_id: None,
             pick_up,
         }
@@ -362,6 +365,21 @@ impl Run {
                         .await;
                 }
                 self.bound = true;
+            }
+        }
+        // The thread's last task, once per task (the thread list of upstreams without
+        // `ListTasks` reads its status from it).
+        let task = self.projector.task_id();
+        if task.is_some() && task != self.recorded_task.as_deref() {
+            if let (Some(task_id), Some(context_id)) = (task, self.projector.context_id()) {
+                let record = ThreadRecord {
+                    thread_id: self.thread_id.clone(),
+                    context_id: context_id.to_owned(),
+                    task_id: Some(task_id.to_owned()),
+                };
+                let agent = &self.agent.settings.name;
+                self.bindings.put_task(&self.owner, agent, &record).await;
+                self.recorded_task = record.task_id;
             }
         }
         if !self.agent.settings.cancel_on_disconnect {

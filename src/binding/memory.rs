@@ -7,6 +7,8 @@
 
 use dashmap::DashMap;
 
+use super::ThreadRecord;
+
 /// Bindings kept before eviction.
 pub(crate) const CAPACITY: usize = 100_000;
 
@@ -19,6 +21,8 @@ pub(crate) struct MemoryStore {
     map: DashMap<Key, String>,
     /// (agent, contextId) -> (owner, threadId): who created a context through the gateway.
     owners: DashMap<(String, String), (String, String)>,
+    /// (owner, agent, threadId) -> the thread's last task.
+    tasks: DashMap<Key, String>,
     capacity: usize,
 }
 
@@ -34,6 +38,7 @@ impl MemoryStore {
         Self {
             map: DashMap::new(),
             owners: DashMap::new(),
+            tasks: DashMap::new(),
             capacity: capacity.max(8),
         }
     }
@@ -57,6 +62,28 @@ impl MemoryStore {
         self.owners
             .entry(context)
             .or_insert_with(|| (owner.to_owned(), thread_id.to_owned()));
+    }
+
+    pub(crate) fn put_task(&self, owner: &str, agent: &str, record: &ThreadRecord) {
+        let Some(task_id) = &record.task_id else {
+            return;
+        };
+        let key = Self::key(owner, agent, &record.thread_id);
+        evict_if_full(&self.tasks, &key, self.capacity);
+        self.tasks.insert(key, task_id.clone());
+    }
+
+    pub(crate) fn threads_of(&self, owner: &str, agent: &str, limit: usize) -> Vec<ThreadRecord> {
+        self.map
+            .iter()
+            .filter(|e| e.key().0 == owner && e.key().1 == agent)
+            .take(limit)
+            .map(|e| ThreadRecord {
+                thread_id: e.key().2.clone(),
+                context_id: e.value().clone(),
+                task_id: self.tasks.get(e.key()).map(|t| t.clone()),
+            })
+            .collect()
     }
 
     /// The owner and threadId that created `context_id` on `agent`.

@@ -18,6 +18,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::ThreadRecord;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Cmd, FromRedisValue};
 use tokio::time::Instant;
@@ -43,6 +44,18 @@ pub(crate) fn key(owner: &str, agent: &str, thread_id: &str) -> String {
     escape_into(&mut key, agent);
     key.push(':');
     escape_into(&mut key, thread_id);
+    key
+}
+
+/// Prefix of the thread index: one hash per owner and agent, threadId -> ThreadRecord JSON.
+pub(crate) const THREADS_PREFIX: &str = "agui-a2a-gateway:threads:";
+
+/// The Redis key of `owner`'s thread index on `agent`.
+pub(crate) fn threads_key(owner: &str, agent: &str) -> String {
+    let mut key = String::from(THREADS_PREFIX);
+    escape_into(&mut key, owner);
+    key.push(':');
+    escape_into(&mut key, agent);
     key
 }
 
@@ -164,6 +177,12 @@ impl RedisStore {
             .arg("EX")
             .arg(self.ttl_s);
         self.call::<()>(&cmd, CALL_TIMEOUT, true).await?;
+        let thread = ThreadRecord {
+            thread_id: thread_id.to_owned(),
+            context_id: context_id.to_owned(),
+            task_id: None,
+        };
+        self.index(owner, agent, &thread).await?;
         let record = serde_json::json!([owner, thread_id]).to_string();
         let mut cmd = ::redis::cmd("SET");
         cmd.arg(owner_key(agent, context_id))
@@ -171,6 +190,62 @@ impl RedisStore {
             .arg("EX")
             .arg(self.ttl_s);
         self.call(&cmd, CALL_TIMEOUT, true).await
+    }
+
+    /// Records the thread's context and last task in the owner's thread index (`HSET`),
+    /// the index's life renewed.
+    async fn index(
+        &self,
+        owner: &str,
+        agent: &str,
+        record: &ThreadRecord,
+    ) -> Result<(), Unavailable> {
+        let key = threads_key(owner, agent);
+        let json = serde_json::to_string(record).unwrap_or_default();
+        let mut cmd = ::redis::cmd("HSET");
+        cmd.arg(&key).arg(&record.thread_id).arg(json);
+        self.call::<()>(&cmd, CALL_TIMEOUT, true).await?;
+        let mut cmd = ::redis::cmd("EXPIRE");
+        cmd.arg(&key).arg(self.ttl_s);
+        self.call(&cmd, CALL_TIMEOUT, true).await
+    }
+
+    /// The thread's last task, in the owner's thread index.
+    pub(crate) async fn put_task(
+        &self,
+        owner: &str,
+        agent: &str,
+        record: &ThreadRecord,
+    ) -> Result<(), Unavailable> {
+        self.index(owner, agent, record).await
+    }
+
+    /// `owner`'s threads on `agent` (`HSCAN`), at most `limit`.
+    pub(crate) async fn threads_of(
+        &self,
+        owner: &str,
+        agent: &str,
+        limit: usize,
+    ) -> Result<Vec<ThreadRecord>, Unavailable> {
+        let key = threads_key(owner, agent);
+        let mut out = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let mut cmd = ::redis::cmd("HSCAN");
+            cmd.arg(&key).arg(cursor).arg("COUNT").arg(100);
+            let (next, fields): (u64, Vec<String>) = self.call(&cmd, CALL_TIMEOUT, true).await?;
+            for pair in fields.chunks(2) {
+                if let [_, json] = pair {
+                    out.extend(serde_json::from_str::<ThreadRecord>(json).ok());
+                }
+            }
+            cursor = next;
+            if cursor == 0 || out.len() >= limit {
+                break;
+            }
+        }
+        out.truncate(limit);
+        Ok(out)
     }
 
     /// The owner and threadId that created `context_id` on `agent`, its life renewed.

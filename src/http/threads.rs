@@ -13,6 +13,7 @@
 
 use axum::extract::{Path, Query, State};
 use axum::Json;
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -28,6 +29,10 @@ use crate::registry::Agent;
 /// `ListTasks` pages read for a list, and tasks per page.
 const LIST_PAGES: usize = 5;
 const LIST_PAGE_SIZE: u32 = 100;
+/// Threads read from the binding store for an upstream without `ListTasks`, and `GetTask`
+/// calls in flight at once for them.
+const BINDINGS_LIMIT: usize = 200;
+const GET_CONCURRENCY: usize = 8;
 /// Messages per task read for a thread's detail.
 const DETAIL_HISTORY: u32 = 200;
 /// Threads per page of a list: the default and the most.
@@ -126,19 +131,34 @@ pub(crate) async fn detail(
         .resolve(&agent)
         .await
         .map_err(|_| RequestError::UnknownThread)?;
-    if upstream.version() != ProtocolVersion::V1 {
-        return Err(RequestError::UnknownThread);
-    }
-    let page = upstream
-        .client
-        .list_tasks(Some(&context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY)
-        .await
-        .map_err(|_| RequestError::UnknownThread)?;
-    let mut tasks: Vec<Task> = page
-        .tasks
-        .into_iter()
-        .filter(|t| t.context_id.as_deref() == Some(context_id.as_str()))
-        .collect();
+    let mut tasks: Vec<Task> = if upstream.version() == ProtocolVersion::V1 {
+        let page = upstream
+            .client
+            .list_tasks(Some(&context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY)
+            .await
+            .map_err(|_| RequestError::UnknownThread)?;
+        page.tasks
+            .into_iter()
+            .filter(|t| t.context_id.as_deref() == Some(context_id.as_str()))
+            .collect()
+    } else {
+        // Without `ListTasks`: the thread's last task, as the binding store recorded it.
+        let records = s
+            .bindings
+            .threads_of(owner, &agent.settings.name, BINDINGS_LIMIT)
+            .await;
+        let task_id = records
+            .into_iter()
+            .find(|r| r.thread_id == thread_id)
+            .and_then(|r| r.task_id)
+            .ok_or(RequestError::UnknownThread)?;
+        let task = upstream
+            .client
+            .get_task(&task_id, Some(DETAIL_HISTORY))
+            .await
+            .map_err(|_| RequestError::UnknownThread)?;
+        vec![task]
+    };
     let summary = threads::summarize(&tasks, |_| thread_id.clone())
         .into_iter()
         .next()
@@ -189,7 +209,7 @@ async fn visible_threads(
         return (Vec::new(), SOURCE_UPSTREAM);
     };
     if upstream.version() != ProtocolVersion::V1 {
-        return (Vec::new(), SOURCE_BINDINGS);
+        return (from_bindings(s, agent, caller).await, SOURCE_BINDINGS);
     }
     let mut tasks = Vec::new();
     let mut token: Option<String> = None;
@@ -222,6 +242,38 @@ async fn visible_threads(
         }
     }
     (visible, SOURCE_UPSTREAM)
+}
+
+/// An upstream without `ListTasks` (A2A 0.3): the caller's own threads as the binding store
+/// knows them, each with its last task read with `GetTask` (at most [`BINDINGS_LIMIT`]
+/// threads, [`GET_CONCURRENCY`] calls at a time, each bounded by `timeouts.upstream_call`).
+async fn from_bindings(s: &AppState, agent: &Agent, caller: &Caller) -> Vec<ThreadSummary> {
+    let Ok(upstream) = s.registry.resolve(agent).await else {
+        return Vec::new();
+    };
+    let records = s
+        .bindings
+        .threads_of(&caller.name, &agent.settings.name, BINDINGS_LIMIT)
+        .await;
+    let task_ids: Vec<String> = records.iter().filter_map(|r| r.task_id.clone()).collect();
+    let client = upstream.client.clone();
+    let reads = task_ids.into_iter().map(move |task_id| {
+        let client = client.clone();
+        async move { client.get_task(&task_id, Some(0)).await.ok() }
+    });
+    let mut tasks: Vec<Task> = futures::stream::iter(reads)
+        .buffer_unordered(GET_CONCURRENCY)
+        .filter_map(|t| async move { t })
+        .collect()
+        .await;
+    // Newest first, as `ListTasks` answers.
+    tasks.sort_by(|a, b| b.status.timestamp.cmp(&a.status.timestamp));
+    threads::summarize(&tasks, |context| {
+        records
+            .iter()
+            .find(|r| r.context_id == context)
+            .map_or_else(|| context.to_owned(), |r| r.thread_id.clone())
+    })
 }
 
 /// Filters by `status` and cuts one page (`pageToken` is the offset of the page).

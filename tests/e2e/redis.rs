@@ -11,7 +11,7 @@ use agui_a2a_gateway::app;
 use agui_a2a_gateway::config::{self, FileConfig, Overrides};
 use serde_json::{json, Value};
 
-use crate::support::{upstream, Gateway};
+use crate::support::{drive_message, upstream, Gateway};
 
 /// A `redis-server` of this test alone.
 pub struct RedisServer {
@@ -430,4 +430,33 @@ async fn a_hung_redis_costs_a_run_at_most_the_call_timeout() {
     );
     let after = finished_in(&run(&gw.base, &thread, "echo after", json!({})).await);
     assert_eq!(after, again);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_thread_list_of_a_0_3_agent_is_shared_through_redis() {
+    // A2A 0.3 has no ListTasks: a replica lists the threads another one ran, from Redis.
+    let redis = RedisServer::start().await;
+    let yaml = json!({"binding_store": redis.url(), "binding_ttl_s": 120,
+        "agents": [{"name": "old", "url": upstream("0.3")}]})
+    .to_string();
+    let (one, two) = (
+        Gateway::start(&yaml, false).await,
+        Gateway::start(&yaml, false).await,
+    );
+    let thread = format!("listed-{}", uuid::Uuid::new_v4());
+    drive_message(&one.agent_url("old"), &thread, "approve").await;
+    let list: Value = reqwest::get(format!("{}/threads", two.agent_url("old")))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["source"], "bindings");
+    let listed = list["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["threadId"] == thread.as_str())
+        .unwrap_or_else(|| panic!("{thread} not in {list}"));
+    assert_eq!(listed["status"], "input-required");
 }

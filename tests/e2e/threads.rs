@@ -140,3 +140,35 @@ async fn a_caller_lists_and_reads_only_its_own_threads() {
     let (unauth, _) = get(&format!("{url}/threads"), None).await;
     assert_eq!(unauth, 401);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_list_tasks_the_list_comes_from_the_bindings() {
+    // A2A 0.3 has no ListTasks: the caller's threads come from the binding store, each with
+    // the live status of its last task (GetTask).
+    let gw = Gateway::with_agents(&[("old", upstream("0.3"))]).await;
+    let url = gw.agent_url("old");
+    let suffix = std::process::id();
+    let (done, wait) = (format!("v03-done-{suffix}"), format!("v03-wait-{suffix}"));
+    drive_message(&url, &done, "echo all done").await;
+    drive_message(&url, &wait, "approve").await;
+    let (status, list) = get(&format!("{url}/threads"), None).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["source"], "bindings");
+    let mut listed = ids(&list);
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            (done.clone(), "idle".to_owned()),
+            (wait.clone(), "input-required".to_owned())
+        ]
+    );
+    let (status, detail) = get(&format!("{url}/threads/{wait}"), None).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["status"], "input-required");
+    assert_eq!(detail["pendingInterrupts"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        detail["messages"].as_array().unwrap().last().unwrap()["content"],
+        "Do you approve? Reply yes or no."
+    );
+}
