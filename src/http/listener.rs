@@ -25,6 +25,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_io_timeout::TimeoutStream;
 
+/// How often refusals at the connection cap are logged, at most.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 /// What the accept loop enforces.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnectionLimits {
@@ -48,6 +51,8 @@ pub(crate) async fn serve(
         .header_read_timeout(limits.header_read)
         .keep_alive(true);
     tokio::pin!(shutdown);
+    let mut refused: u64 = 0;
+    let mut last_warning: Option<std::time::Instant> = None;
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -62,8 +67,14 @@ pub(crate) async fn serve(
             _ = &mut shutdown => break,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, max = limits.max_connections, "limits.max_connections reached; connection closed");
             drop(tcp);
+            // One line per ten seconds of refusals at most: a flood must not flood the logs.
+            refused += 1;
+            if last_warning.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
+                tracing::warn!(%peer, refused, max = limits.max_connections, "limits.max_connections reached; connections closed");
+                last_warning = Some(std::time::Instant::now());
+                refused = 0;
+            }
             continue;
         };
         let _ = tcp.set_nodelay(true);
