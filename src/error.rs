@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn client_errors_map_to_their_codes() {
         let rpc = ClientError::Rpc(RpcError {
-            code: -32001,
+            code: crate::a2a::rpc_code::TASK_NOT_FOUND,
             message: "Task not found".into(),
             data: None,
         });

@@ -40,7 +40,8 @@ use crate::redact::Shown;
 use crate::registry::{Agent, Registry, Resolved};
 
 /// Pick-up reads at most this many `ListTasks` pages of this many tasks, each task with at
-/// most [`PICK_UP_HISTORY`] messages (every page is bounded by `limits.max_event_bytes`).
+/// most [`PICK_UP_HISTORY`] messages (every page is bounded by `limits.max_event_bytes`, all
+/// of them together by `timeouts.upstream_call`).
 const PICK_UP_PAGES: usize = 5;
 const PICK_UP_PAGE_SIZE: u32 = 50;
 const PICK_UP_HISTORY: u32 = 200;
@@ -279,9 +280,7 @@ impl Run {
             owner,
         } = req;
         let mut candidates = plan.context_candidates();
-        // The store only when no explicit id decides (DESIGN §4 order): a run that carries
-        // its context does not wait on it.
-        if candidates.forwarded_props.is_none() && candidates.client_state.is_none() {
+        if candidates.needs_binding() {
             let (agent, thread) = (&agent.settings.name, &input.thread_id);
             candidates.binding = bindings.get(&owner, agent, thread).await;
         }
@@ -487,32 +486,22 @@ impl Run {
             return Ok(());
         }
         let context_id = self.thread_id.clone();
-        let mut tasks = Vec::new();
-        let mut token: Option<String> = None;
-        for _ in 0..PICK_UP_PAGES {
-            let page = upstream
-                .client
-                .list_tasks(
-                    Some(&context_id),
-                    PICK_UP_PAGE_SIZE,
-                    token.as_deref(),
-                    PICK_UP_HISTORY,
-                )
-                .await;
-            match page {
-                Ok(page) => {
-                    tasks.extend(page.tasks);
-                    token = page.next_page_token.filter(|t| !t.is_empty());
-                    if token.is_none() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::info!(error = %e, "ListTasks failed; the thread is new to the upstream");
-                    return Ok(());
-                }
+        let listed = upstream
+            .client
+            .list_tasks_paged(
+                Some(&context_id),
+                PICK_UP_PAGE_SIZE,
+                PICK_UP_PAGES,
+                PICK_UP_HISTORY,
+            )
+            .await;
+        let mut tasks = match listed {
+            Ok(tasks) => tasks,
+            Err(e) => {
+                tracing::info!(error = %e, "ListTasks failed; the thread is new to the upstream");
+                return Ok(());
             }
-        }
+        };
         tasks.retain(|t| t.context_id.as_deref() == Some(context_id.as_str()));
         if tasks.is_empty() {
             return Ok(());

@@ -265,6 +265,36 @@ impl Client {
         ProtocolVersion::decode_task_page(&result).ok_or_else(|| not_a("task page", &result))
     }
 
+    /// `ListTasks` over up to `pages` pages of `page_size` (newest first), all of them within
+    /// one `timeouts.upstream_call`. `Err` only if the first page fails; a later failure or
+    /// the deadline ends the list with what was read.
+    pub async fn list_tasks_paged(
+        &self,
+        context_id: Option<&str>,
+        page_size: u32,
+        pages: usize,
+        history_length: u32,
+    ) -> Result<Vec<Task>, ClientError> {
+        let deadline = tokio::time::Instant::now() + self.call_timeout;
+        let mut tasks = Vec::new();
+        let mut token: Option<String> = None;
+        for page_no in 0..pages {
+            let call = self.list_tasks(context_id, page_size, token.as_deref(), history_length);
+            let page = match tokio::time::timeout_at(deadline, call).await {
+                Ok(Ok(page)) => page,
+                Ok(Err(e)) if page_no == 0 => return Err(e),
+                Err(_) if page_no == 0 => return Err(ClientError::Timeout(self.call_timeout)),
+                Ok(Err(_)) | Err(_) => break,
+            };
+            tasks.extend(page.tasks);
+            token = page.next_page_token.filter(|t| !t.is_empty());
+            if token.is_none() {
+                break;
+            }
+        }
+        Ok(tasks)
+    }
+
     async fn open_stream(
         &self,
         method: &str,

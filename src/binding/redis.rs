@@ -230,7 +230,8 @@ impl RedisStore {
         let key = threads_key(owner, agent);
         let mut out = Vec::new();
         let mut cursor = 0u64;
-        loop {
+        // HSCAN may answer few fields per call: the number of calls is bounded too.
+        for _ in 0..limit.div_ceil(10).max(10) {
             let mut cmd = ::redis::cmd("HSCAN");
             cmd.arg(&key).arg(cursor).arg("COUNT").arg(100);
             let (next, fields): (u64, Vec<String>) = self.call(&cmd, CALL_TIMEOUT, true).await?;

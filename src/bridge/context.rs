@@ -38,6 +38,12 @@ impl ContextSource {
 }
 
 impl ContextCandidates {
+    /// Whether the binding store is asked: only when no explicit id decides (a run that
+    /// carries its context does not wait on the store).
+    pub(crate) fn needs_binding(&self) -> bool {
+        self.forwarded_props.is_none() && self.client_state.is_none()
+    }
+
     /// The first candidate in DESIGN §4 order.
     pub(crate) fn resolve(self) -> Option<(String, ContextSource)> {
         let ordered = [

@@ -185,6 +185,14 @@ impl<'a> ClientView<'a> {
         state.is_interrupted().then(|| self.task_id()).flatten()
     }
 
+    /// The entries under `/a2a/pendingInterrupts` (none if the member is missing).
+    pub(crate) fn pending_interrupt_entries(self) -> Vec<&'a Value> {
+        self.0
+            .and_then(|a2a| a2a.get(layout::PENDING_INTERRUPTS)?.as_object())
+            .map(|m| m.values().collect())
+            .unwrap_or_default()
+    }
+
     /// The ids under `/a2a/pendingInterrupts`, if the member exists.
     pub(crate) fn pending_interrupts(self) -> Option<Vec<&'a str>> {
         let pending = self.0?.get(layout::PENDING_INTERRUPTS)?.as_object()?;

@@ -2,7 +2,7 @@
 //! across agents — each scoped to its caller (DESIGN §11).
 //!
 //! Conversations come from the upstream's A2A 1.0 `ListTasks` (at most [`LIST_PAGES`]
-//! pages of [`LIST_PAGE_SIZE`] tasks, the newest), grouped and given a status by
+//! pages of [`LIST_PAGE_SIZE`] tasks, the newest, within one `timeouts.upstream_call`), grouped and given a status by
 //! `bridge::threads`. A context the gateway created belongs to the caller that created it
 //! and shows under that caller's threadId; someone else's is hidden (a 404 when asked for),
 //! unless the caller has scope `threads:all`; a context not created through the gateway is
@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use super::AppState;
 use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
 use crate::auth::Caller;
+use crate::bridge::state::ClientView;
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
@@ -192,11 +193,9 @@ fn projected_state(
         projector.apply(&StreamEvent::Task(task.clone()));
     }
     let state = projector.state().cloned().unwrap_or_else(|| json!({}));
-    let pending: Vec<Value> = state["a2a"]["pendingInterrupts"]
-        .as_object()
-        .map(|m| m.values().cloned().collect())
-        .unwrap_or_default();
-    (state, json!(pending))
+    let pending: Vec<&Value> = ClientView::of(Some(&state)).pending_interrupt_entries();
+    let pending = json!(pending);
+    (state, pending)
 }
 
 /// The conversations of `agent` the caller may see, newest first, and their source.
@@ -211,20 +210,11 @@ async fn visible_threads(
     if upstream.version() != ProtocolVersion::V1 {
         return (from_bindings(s, agent, caller).await, SOURCE_BINDINGS);
     }
-    let mut tasks = Vec::new();
-    let mut token: Option<String> = None;
-    for _ in 0..LIST_PAGES {
-        let page = upstream
-            .client
-            .list_tasks(None, LIST_PAGE_SIZE, token.as_deref(), 0)
-            .await;
-        let Ok(page) = page else { break };
-        tasks.extend(page.tasks);
-        token = page.next_page_token.filter(|t| !t.is_empty());
-        if token.is_none() {
-            break;
-        }
-    }
+    let tasks = upstream
+        .client
+        .list_tasks_paged(None, LIST_PAGE_SIZE, LIST_PAGES, 0)
+        .await
+        .unwrap_or_default();
     let mut visible = Vec::new();
     for mut thread in threads::summarize(&tasks, str::to_owned) {
         match s
@@ -246,7 +236,7 @@ async fn visible_threads(
 
 /// An upstream without `ListTasks` (A2A 0.3): the caller's own threads as the binding store
 /// knows them, each with its last task read with `GetTask` (at most [`BINDINGS_LIMIT`]
-/// threads, [`GET_CONCURRENCY`] calls at a time, each bounded by `timeouts.upstream_call`).
+/// threads, [`GET_CONCURRENCY`] calls at a time, all within one `timeouts.upstream_call`).
 async fn from_bindings(s: &AppState, agent: &Agent, caller: &Caller) -> Vec<ThreadSummary> {
     let Ok(upstream) = s.registry.resolve(agent).await else {
         return Vec::new();
@@ -261,8 +251,11 @@ async fn from_bindings(s: &AppState, agent: &Agent, caller: &Caller) -> Vec<Thre
         let client = client.clone();
         async move { client.get_task(&task_id, Some(0)).await.ok() }
     });
+    // All of them within one `timeouts.upstream_call`: a slow upstream shortens the list.
+    let deadline = tokio::time::sleep(s.timeouts.upstream_call);
     let mut tasks: Vec<Task> = futures::stream::iter(reads)
         .buffer_unordered(GET_CONCURRENCY)
+        .take_until(deadline)
         .filter_map(|t| async move { t })
         .collect()
         .await;
