@@ -160,6 +160,12 @@ fn encode_message(
     if let Some(t) = &msg.task_id {
         obj.insert("taskId".into(), Value::from(t.as_str()));
     }
+    if let Some(m) = &msg.metadata {
+        obj.insert("metadata".into(), m.clone());
+    }
+    if !msg.extensions.is_empty() {
+        obj.insert("extensions".into(), Value::from(msg.extensions.clone()));
+    }
     Value::Object(obj)
 }
 

@@ -5,11 +5,14 @@
 //! no clock, no randomness.
 
 pub(crate) mod context;
+pub(crate) mod dialect;
 pub(crate) mod history;
 pub(crate) mod interrupt;
 pub(crate) mod projector;
+pub(crate) mod reply;
 pub(crate) mod request;
 pub(crate) mod state;
 pub(crate) mod threads;
+pub(crate) mod tools;
 
 pub(crate) use projector::{Projector, RunFrame};

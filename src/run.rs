@@ -32,7 +32,8 @@ use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
 use crate::binding::{BindingStore, ThreadRecord};
 use crate::bridge::context::ContextSource;
-use crate::bridge::request::{Action, Mode, Plan};
+use crate::bridge::request::{Action, Answer, Mode, Plan};
+use crate::bridge::{dialect, interrupt};
 use crate::bridge::{Projector, RunFrame};
 use crate::config::{ContextIds, Limits, TimeoutSettings};
 use crate::error::RunError;
@@ -456,24 +457,61 @@ impl Run {
             Action::Refuse(_) => Ok(()),
             Action::Cancel { task_id } => self.cancel(&upstream, &task_id).await,
             Action::Subscribe { task_id } => self.subscribe_only(&upstream, &task_id).await,
-            Action::Send(message) => {
-                self.sent_message_id = Some(message.message_id.clone());
-                let streaming = upstream.streaming && self.plan.options.mode != Some(Mode::Send);
-                let mut result = self.send(&upstream, &message, streaming).await;
-                // A waiting task remembered in the client's state may be gone or finished:
-                // then the message starts a new task in the same context.
-                if let Err(e) = &result {
-                    if self.plan.task_from_state && is_stale_task(e) {
-                        tracing::info!(error = %e, "task from client state is stale; starting a new task");
-                        let mut fresh = message.clone();
-                        fresh.task_id = None;
-                        result = self.send(&upstream, &fresh, streaming).await;
-                    }
-                }
-                match result {
-                    Ok(()) => Ok(()),
-                    Err(e) => self.fail_with(&e).await,
-                }
+            Action::Send(message) => self.send_or_fail(&upstream, &message).await,
+            Action::Answer(answer) => self.answer(&upstream, &answer).await,
+        }
+    }
+
+    /// Sends `message`, ending the run with the upstream's error if it refuses.
+    async fn send_or_fail(
+        &mut self,
+        upstream: &Resolved,
+        message: &OutgoingMessage,
+    ) -> Result<(), Disconnected> {
+        self.sent_message_id = Some(message.message_id.clone());
+        let streaming = upstream.streaming && self.plan.options.mode != Some(Mode::Send);
+        match self.send(upstream, message, streaming).await {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail_with(&e).await,
+        }
+    }
+
+    /// DESIGN §7 resume: the task's current question is read first (GetTask), so the answer
+    /// goes out in the dialect of that question, and only while the task still waits on the
+    /// interrupt answered: a replayed resume sends nothing and follows the task instead. A
+    /// plain message for a task that no longer waits (or is gone) starts a new task.
+    async fn answer(&mut self, upstream: &Resolved, answer: &Answer) -> Result<(), Disconnected> {
+        let task = match upstream.client.get_task(&answer.task_id, None).await {
+            Ok(task) => Some(task),
+            Err(e) if answer.from_state && is_stale_task(&e) => None,
+            Err(e) => return self.fail_with(&e).await,
+        };
+        let Some(task) = task else {
+            tracing::info!("the waiting task in the client's state is gone; starting a new task");
+            return self.send_or_fail(upstream, &answer.as_new_message()).await;
+        };
+        let asked = task
+            .status
+            .state
+            .is_interrupted()
+            .then(|| interrupt::interrupt_id(&task.id, &task.status));
+        match asked {
+            Some(id) if answer.from_state || answer.interrupts.contains(&id) => {
+                self.projector.answering(&id);
+                let request = dialect::read(task.status.message.as_ref());
+                self.send_or_fail(upstream, &answer.message(&request)).await
+            }
+            _ if answer.from_state => {
+                tracing::info!(
+                    "the task in the client's state no longer waits; starting a new task"
+                );
+                self.send_or_fail(upstream, &answer.as_new_message()).await
+            }
+            // Answered already (a replayed resume) or moved on: nothing is sent twice; the
+            // run shows where the task is now and follows it if it is still live.
+            _ => {
+                tracing::info!(task_id = %Shown(&task.id), "resume of an interrupt the task no longer waits on; following the task");
+                self.follow(upstream, &task).await
             }
         }
     }
@@ -543,7 +581,18 @@ impl Run {
             .client
             .send_message(message, history, Some(self.timeouts.run))
             .await?;
-        if self.apply(&result).await.is_ok() {
+        // A task result holds the whole turn in its history: projected like a recovered
+        // snapshot, so the live view and a later rebuild agree (DESIGN §4).
+        let projected = match &result {
+            StreamEvent::Task(task) => {
+                let events = self
+                    .projector
+                    .apply_recovered(task, Some(&message.message_id));
+                self.emit(events).await
+            }
+            other => self.apply(other).await,
+        };
+        if projected.is_ok() {
             let _ = self.end_of_stream(upstream).await;
         }
         Ok(())
@@ -664,7 +713,13 @@ impl Run {
             Ok(t) => t,
             Err(e) => return self.fail_with(&e).await,
         };
-        let events = self.projector.reattach(&task, &self.client_messages);
+        self.follow(upstream, &task).await
+    }
+
+    /// Reattaches to `task` from its snapshot, then follows it until it ends.
+    async fn follow(&mut self, upstream: &Resolved, task: &Task) -> Result<(), Disconnected> {
+        let task_id = task.id.as_str();
+        let events = self.projector.reattach(task, &self.client_messages);
         self.emit(events).await?;
         if self.projector.is_finished() {
             return Ok(());

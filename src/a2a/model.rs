@@ -80,6 +80,11 @@ impl TaskState {
         )
     }
 
+    /// Failed, rejected or canceled: its status message is an error, not chat (DESIGN §6).
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Self::Failed | Self::Rejected | Self::Canceled)
+    }
+
     /// Input- or auth-required: the task waits for the client.
     pub fn is_interrupted(&self) -> bool {
         matches!(self, Self::InputRequired | Self::AuthRequired)
@@ -382,6 +387,10 @@ pub struct OutgoingMessage {
     pub parts: Vec<Part>,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
+    /// The message's own metadata (an extension's payload, DESIGN §7/§8).
+    pub metadata: Option<Value>,
+    /// Extension URIs the message uses (`message.extensions`).
+    pub extensions: Vec<String>,
 }
 
 /// Protocol version of an upstream.

@@ -10,6 +10,8 @@ use serde_json::Value;
 
 /// Role of the agent's text messages.
 pub(crate) const ASSISTANT: &str = "assistant";
+/// Role of a tool result message.
+pub(crate) const TOOL: &str = "tool";
 /// Role of a user's text message (re-streamed only when a pick-up snapshot leaves it out).
 pub(crate) const USER: &str = "user";
 
@@ -48,6 +50,25 @@ pub(crate) enum Event {
     },
     TextMessageEnd {
         message_id: String,
+    },
+    ToolCallStart {
+        tool_call_id: String,
+        tool_call_name: String,
+    },
+    /// The call's arguments as JSON text.
+    ToolCallArgs {
+        tool_call_id: String,
+        delta: String,
+    },
+    ToolCallEnd {
+        tool_call_id: String,
+    },
+    /// Mints a `tool` message carrying the call's result.
+    ToolCallResult {
+        message_id: String,
+        tool_call_id: String,
+        content: String,
+        role: &'static str,
     },
     /// The whole state, already serialized: a snapshot is written once, never held as a
     /// second copy of the document's value tree.
@@ -126,6 +147,8 @@ pub(crate) struct Interrupt {
     pub reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response_schema: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]

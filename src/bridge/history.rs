@@ -5,8 +5,10 @@
 
 use serde_json::{json, Value};
 
-use crate::a2a::model::{Artifact, Message, Part, Role, Task};
-use crate::agui::event::{ASSISTANT, USER};
+use super::reply::{self, Piece, Replies, Step};
+use super::tools::{self, ToolItem};
+use crate::a2a::model::{Artifact, Message, Part, PartContent, Role, Task};
+use crate::agui::event::{ASSISTANT, TOOL, USER};
 
 /// The key of an artifact within its task (an artifact without an id gets one).
 pub(crate) fn artifact_key(task_id: &str, artifact: &Artifact) -> String {
@@ -22,42 +24,124 @@ pub(crate) fn artifact_message_id(task_id: &str, artifact_key: &str) -> String {
     format!("{task_id}:{artifact_key}")
 }
 
-fn to_agui(m: &Message) -> Option<Value> {
-    let text = m.text();
-    match m.role {
-        Role::User => Some(json!({"id": m.message_id, "role": "user", "content": text})),
-        Role::Agent if !text.is_empty() => {
-            Some(json!({"id": m.message_id, "role": "assistant", "content": text}))
+/// Rebuilds one conversation with the live projection's rules: text through [`Replies`]
+/// (one reply, one message), tool calls and results through [`tools`].
+#[derive(Default)]
+struct Rebuild {
+    out: Vec<Value>,
+    replies: Replies,
+    seen_tools: std::collections::HashSet<String>,
+}
+
+impl Rebuild {
+    fn steps(&mut self, steps: Vec<Step>) {
+        for step in steps {
+            match step {
+                Step::Start { id } => self
+                    .out
+                    .push(json!({"id": id, "role": ASSISTANT, "content": ""})),
+                Step::Content { id, delta } => {
+                    let message = self.out.iter_mut().rev().find(|m| m["id"] == id.as_str());
+                    if let Some(Value::String(content)) = message.map(|m| &mut m["content"]) {
+                        content.push_str(&delta);
+                    }
+                }
+                Step::End { .. } => {}
+            }
         }
-        _ => None,
+    }
+
+    fn close(&mut self) {
+        let steps = self.replies.close();
+        self.steps(steps);
+    }
+
+    fn tool(&mut self, item: ToolItem) {
+        self.close();
+        match item {
+            ToolItem::Call { id, name, args } => {
+                if self.seen_tools.insert(id.clone()) {
+                    self.out.push(json!({"id": id, "role": ASSISTANT, "toolCalls": [
+                        {"id": id, "type": "function", "function": {"name": name, "arguments": args}}
+                    ]}));
+                }
+            }
+            ToolItem::Result { id, content } => {
+                let message_id = tools::result_message_id(&id);
+                if self.seen_tools.insert(message_id.clone()) {
+                    self.out.push(json!({"id": message_id, "role": TOOL, "toolCallId": id, "content": content}));
+                }
+            }
+        }
+    }
+
+    fn message(&mut self, m: &Message) {
+        if m.role == Role::User {
+            let steps = self.replies.new_turn();
+            self.steps(steps);
+            let text = m.text();
+            if !text.is_empty() {
+                self.out
+                    .push(json!({"id": m.message_id, "role": USER, "content": text}));
+            }
+            return;
+        }
+        let mut text = String::new();
+        for part in &m.parts {
+            match &part.content {
+                PartContent::Text(t) => text.push_str(t),
+                PartContent::Data(d) => {
+                    if let Some(item) = tools::read(d, part.metadata.as_ref()) {
+                        self.tool(item);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !text.is_empty() && !m.message_id.is_empty() {
+            let piece = Piece::Message {
+                complete: reply::marked_complete(m.metadata.as_ref()),
+            };
+            let steps = self.replies.piece(&m.message_id, &text, piece);
+            self.steps(steps);
+        }
+    }
+
+    fn artifact(&mut self, task_id: &str, artifact: &Artifact) {
+        let text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
+        let id = artifact_message_id(task_id, &artifact_key(task_id, artifact));
+        let piece = Piece::Artifact {
+            append: false,
+            last: true,
+        };
+        let steps = self.replies.piece(&id, &text, piece);
+        self.steps(steps);
     }
 }
 
-/// The conversation of `tasks` (oldest first): each task's history, the text of its
-/// artifacts, then its current status message.
+/// The conversation of `tasks` (oldest first): each task's history, its artifacts, then its
+/// current status message, read with the live projection's rules (DESIGN §4, §6), so the
+/// ids and texts are those the client was shown live.
 pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {
-    let mut out = Vec::new();
+    let mut rebuild = Rebuild::default();
     let mut seen = std::collections::HashSet::new();
     for task in tasks {
         for m in &task.history {
             if seen.insert(m.message_id.clone()) {
-                out.extend(to_agui(m));
+                rebuild.message(m);
             }
         }
         for artifact in &task.artifacts {
-            let text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
-            let id = artifact_message_id(&task.id, &artifact_key(&task.id, artifact));
-            if !text.is_empty() && seen.insert(id.clone()) {
-                out.push(json!({"id": id, "role": "assistant", "content": text}));
-            }
+            rebuild.artifact(&task.id, artifact);
         }
         if let Some(m) = &task.status.message {
-            if seen.insert(m.message_id.clone()) {
-                out.extend(to_agui(m));
+            if seen.insert(m.message_id.clone()) && !task.status.state.is_failure() {
+                rebuild.message(m);
             }
         }
     }
-    out
+    rebuild.close();
+    rebuild.out
 }
 
 /// The client's own turns that the A2A history `a2a` does not hold (on a pick-up: the new
@@ -128,10 +212,7 @@ mod tests {
             .iter()
             .map(|m| m["content"].as_str().unwrap())
             .collect();
-        assert_eq!(
-            contents,
-            ["hello ", "brave ", "world ", "hello brave world"]
-        );
+        assert_eq!(contents, ["hello brave world "], "one reply, one message");
     }
 
     #[test]

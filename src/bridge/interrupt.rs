@@ -7,7 +7,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::a2a::model::{PartContent, TaskState, TaskStatus};
+use super::dialect;
+use crate::a2a::model::{TaskState, TaskStatus};
 use crate::agui::Interrupt;
 
 /// `activityType` of the interrupt activity message.
@@ -22,8 +23,11 @@ pub(crate) struct Pending {
     pub context_id: String,
     /// `input_required` or `a2a:auth_required`.
     pub reason: &'static str,
+    /// The question, in words (from the status text, or made from the request's data).
     pub message: Option<String>,
-    /// The structured request (an `a2a.input.request` data part), if the agent sent one.
+    /// The call the question is about (an ADK long-running call, a kagent approval).
+    pub tool_call_id: Option<String>,
+    /// The data of the request's data part(s), if the agent sent any (DESIGN §7).
     pub request: Option<Value>,
     pub response_schema: Option<Value>,
 }
@@ -54,35 +58,16 @@ impl Pending {
         } else {
             "input_required"
         };
-        let message = status
-            .message
-            .as_ref()
-            .map(|m| m.text())
-            .filter(|t| !t.is_empty());
-        let request = status.message.as_ref().and_then(|m| {
-            m.parts.iter().find_map(|p| match &p.content {
-                PartContent::Data(d)
-                    if d.get("schema").is_some()
-                        || d.get("type").and_then(Value::as_str) == Some("a2a.input.request") =>
-                {
-                    Some(d.clone())
-                }
-                _ => None,
-            })
-        });
-        let response_schema = request
-            .as_ref()
-            .and_then(|r| r.get("schema"))
-            .filter(|s| s.is_object())
-            .cloned();
+        let asked = dialect::read(status.message.as_ref());
         Self {
             id: interrupt_id(task_id, status),
             task_id: task_id.to_owned(),
             context_id: context_id.to_owned(),
             reason,
-            message,
-            request,
-            response_schema,
+            message: asked.question,
+            tool_call_id: asked.tool_call_id,
+            request: asked.request,
+            response_schema: asked.response_schema,
         }
     }
 
@@ -93,6 +78,9 @@ impl Pending {
         m.insert("reason".into(), json!(self.reason));
         if let Some(msg) = &self.message {
             m.insert("message".into(), json!(msg));
+        }
+        if let Some(id) = &self.tool_call_id {
+            m.insert("toolCallId".into(), json!(id));
         }
         if let Some(r) = &self.request {
             m.insert("request".into(), r.clone());
@@ -121,6 +109,7 @@ impl From<&Pending> for Interrupt {
             id: p.id.clone(),
             reason: p.reason.to_owned(),
             message: p.message.clone(),
+            tool_call_id: p.tool_call_id.clone(),
             response_schema: p.response_schema.clone(),
             metadata: Some(json!({"a2a": {"taskId": p.task_id, "contextId": p.context_id}})),
         }

@@ -13,13 +13,15 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
+use super::reply::{self, Piece, Replies, Step};
 use super::state::{self, add, layout, Op, Refusal, Shadow, StateLimits, Writer};
-use super::{history, interrupt};
+use super::tools::{self, ToolItem};
+use super::{dialect, history, interrupt};
 use crate::a2a::model::{
     Artifact, ArtifactUpdate, Message, Part, PartContent, Role, StatusUpdate, StreamEvent, Task,
     TaskState, TaskStatus,
 };
-use crate::agui::event::ASSISTANT;
+use crate::agui::event::{ASSISTANT, TOOL};
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, Interrupt, Outcome};
 use crate::error::RunError;
@@ -43,7 +45,8 @@ pub(crate) struct RunFrame {
     pub max_text_bytes: usize,
     /// What the state document is held to.
     pub state_limits: StateLimits,
-    /// Interrupts this run answers: their activity moves to `stage: "resolved"`.
+    /// Interrupts this run answers: once the upstream accepts the answer their activity
+    /// moves to `stage: "resolved"` and `/a2a/pendingInterrupts` empties (DESIGN §7).
     pub resolves: Vec<String>,
 }
 
@@ -60,34 +63,11 @@ impl RunFrame {
     }
 }
 
-/// What was streamed of one agent message: open, or closed with a digest of its text
-/// (so a repeat can be recognised without keeping every message's text for the run).
-#[derive(Debug, PartialEq, Eq)]
-enum Streamed {
-    Open,
-    Closed { len: usize, digest: u64 },
-}
-
-impl Streamed {
-    fn closed(text: &str) -> Self {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        text.hash(&mut h);
-        Self::Closed {
-            len: text.len(),
-            digest: h.finish(),
-        }
-    }
-}
-
 #[derive(Debug)]
 struct ArtifactTrack {
     pointer: PointerBuf,
     text: String,
     message_id: String,
-    message_open: bool,
-    /// The artifact's text message was closed; later chunks update state only.
-    message_done: bool,
 }
 
 /// Projects one run's A2A stream into AG-UI events.
@@ -99,17 +79,25 @@ pub(crate) struct Projector {
     shadow: Option<Shadow>,
     saw_task: bool,
     saw_reply: bool,
-    /// The agent message currently open, if any, and its text so far.
-    open_message: Option<String>,
-    open_text: String,
-    /// Every agent message streamed in this run (artifact messages live in `artifacts`).
-    messages: HashMap<String, Streamed>,
+    /// Which AG-UI message each piece of agent text goes to (one reply, one message).
+    replies: Replies,
     artifacts: HashMap<String, ArtifactTrack>,
     surfaces: HashSet<String>,
+    /// Tool calls and results projected in this run, by call id.
+    tool_calls: HashSet<String>,
+    tool_results: HashSet<String>,
     artifact_bytes: usize,
     /// Text accepted from the upstream so far (`limits.max_text_bytes_per_run`).
     text_bytes: usize,
     anonymous: usize,
+    /// The upstream accepted this run's message (its first event came): the interrupts the
+    /// run answers are resolved.
+    accepted: bool,
+    /// Interrupt ids whose waiting status, re-published at the head of the answer's stream,
+    /// is history and not the outcome (DESIGN §7; the a2a-js SDK opens with the task).
+    answered: Vec<String>,
+    /// Every event so far was such a re-published status.
+    only_stale: bool,
 }
 
 impl Projector {
@@ -121,14 +109,65 @@ impl Projector {
             shadow: None,
             saw_task: false,
             saw_reply: false,
-            open_message: None,
-            open_text: String::new(),
-            messages: HashMap::new(),
+            replies: Replies::default(),
             artifacts: HashMap::new(),
             surfaces: HashSet::new(),
+            tool_calls: HashSet::new(),
+            tool_results: HashSet::new(),
             artifact_bytes: 0,
             text_bytes: 0,
             anonymous: 0,
+            accepted: false,
+            answered: Vec::new(),
+            only_stale: true,
+        }
+    }
+
+    /// The run answers the interrupt `id` (its task's current question): a status of the
+    /// task still waiting on it at the head of the stream is the old snapshot, not the
+    /// outcome.
+    pub(crate) fn answering(&mut self, id: &str) {
+        self.answered.push(id.to_owned());
+    }
+
+    /// True if `event` re-publishes a status this run answers (DESIGN §7): the a2a-js SDK
+    /// opens every execution with the task as it was, still waiting on the old question.
+    fn is_stale_snapshot(&self, event: &StreamEvent) -> bool {
+        let (task_id, status) = match event {
+            StreamEvent::Task(t) => (t.id.as_str(), &t.status),
+            StreamEvent::StatusUpdate(u) => (u.task_id.as_str(), &u.status),
+            _ => return false,
+        };
+        status.state.is_interrupted() && {
+            let id = interrupt::interrupt_id(task_id, status);
+            self.answered.contains(&id) || self.frame.resolves.contains(&id)
+        }
+    }
+
+    /// The upstream accepted the answer (DESIGN §7): the answered interrupts are resolved
+    /// now, not before — a refused answer leaves them pending.
+    fn accept(&mut self, out: &mut Vec<Event>) {
+        if self.accepted || self.finished {
+            return;
+        }
+        self.accepted = true;
+        if self.frame.resolves.is_empty() {
+            return;
+        }
+        self.delta(
+            vec![state::replace(layout::pending_interrupts(), json!({}))],
+            Writer::Gateway,
+            out,
+        );
+        for id in &self.frame.resolves {
+            out.push(Event::ActivityDelta {
+                message_id: id.clone(),
+                activity_type: interrupt::ACTIVITY_TYPE.into(),
+                patch: vec![state::replace(
+                    PointerBuf::from_tokens(["stage"]),
+                    json!("resolved"),
+                )],
+            });
         }
     }
 
@@ -175,10 +214,15 @@ impl Projector {
         };
         self.learn_ids(event.context_id(), task_id);
         self.ensure_started(&mut out);
+        self.accept(&mut out);
+        if self.only_stale && self.is_stale_snapshot(event) {
+            return out;
+        }
+        self.only_stale = false;
         match event {
             StreamEvent::Task(task) => self.on_task(task, &mut out),
             StreamEvent::Message(msg) => {
-                self.on_message(msg, &mut out);
+                self.on_message(msg, false, &mut out);
                 // A message before any task is the whole reply (A2A 1.0 §3.1.2).
                 if !self.saw_task {
                     self.saw_reply = true;
@@ -205,6 +249,7 @@ impl Projector {
         let Some(mut out) = self.start_from(task) else {
             return Vec::new();
         };
+        self.accept(&mut out);
         out.push(Event::MessagesSnapshot {
             messages: history::merge(client_messages, history::messages(&[task])),
         });
@@ -277,14 +322,19 @@ impl Projector {
         }
     }
 
-    /// Records the agent messages of a task snapshot as already shown (they went out in a
-    /// `MESSAGES_SNAPSHOT`), so projecting the snapshot does not stream them again.
+    /// Records the agent text of a task snapshot as already shown (it went out in a
+    /// `MESSAGES_SNAPSHOT`), so projecting the snapshot does not stream it again.
     fn mark_shown(&mut self, task: &Task) {
         for m in task.history.iter().chain(task.status.message.iter()) {
             if m.role != Role::User && !m.message_id.is_empty() {
-                self.messages
-                    .insert(m.message_id.clone(), Streamed::closed(&m.text()));
+                self.replies.shown(&m.message_id, &m.text());
             }
+        }
+        for artifact in &task.artifacts {
+            let key = history::artifact_key(&task.id, artifact);
+            let text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
+            self.replies
+                .shown(&history::artifact_message_id(&task.id, &key), &text);
         }
     }
 
@@ -300,13 +350,12 @@ impl Projector {
         let Some(mut out) = self.start_from(task) else {
             return Vec::new();
         };
+        self.accept(&mut out);
         let start = after_message_id
             .and_then(|id| task.history.iter().position(|m| m.message_id == id))
             .map_or(task.history.len(), |i| i + 1);
         for m in &task.history[start..] {
-            if m.role != Role::User && !self.messages.contains_key(&m.message_id) {
-                self.on_message(m, &mut out);
-            }
+            self.on_message(m, false, &mut out);
         }
         self.on_task(task, &mut out);
         end_at_terminal(&mut out);
@@ -408,18 +457,6 @@ impl Projector {
             snapshot: shadow.snapshot(),
         });
         self.shadow = Some(shadow);
-        // DESIGN §7: a finished run is never reopened; the resume run moves the activity
-        // on (the pending entries are already gone from the snapshot).
-        for id in &self.frame.resolves {
-            out.push(Event::ActivityDelta {
-                message_id: id.clone(),
-                activity_type: interrupt::ACTIVITY_TYPE.into(),
-                patch: vec![state::replace(
-                    PointerBuf::from_tokens(["stage"]),
-                    json!("resolved"),
-                )],
-            });
-        }
     }
 
     fn on_task(&mut self, task: &Task, out: &mut Vec<Event>) {
@@ -449,12 +486,10 @@ impl Projector {
     ) {
         let state = &status.state;
         // Failure and cancel texts go to RUN_ERROR / state, not to the chat.
-        let chat = !matches!(
-            state,
-            TaskState::Failed | TaskState::Rejected | TaskState::Canceled
-        );
+        let chat = !state.is_failure();
         if let (Some(msg), true) = (&status.message, chat) {
-            self.on_message(msg, out);
+            // A question's data parts are the interrupt's request, not events of their own.
+            self.on_message(msg, state.is_interrupted(), out);
         }
         let status_text = status.message.as_ref().map(Message::text);
         let mut task = Map::new();
@@ -496,9 +531,10 @@ impl Projector {
         }
     }
 
-    /// Projects an agent message's parts: text into an assistant text message keyed by the
-    /// A2A messageId, state and A2UI data parts into their events, the rest as `RAW`.
-    fn on_message(&mut self, msg: &Message, out: &mut Vec<Event>) {
+    /// Projects an agent message's parts: text through the reply rule ([`Replies`]), tool
+    /// calls, state and A2UI data parts into their events, the rest as `RAW`. `asking`: the
+    /// message is a question, whose other data parts are the interrupt's request.
+    fn on_message(&mut self, msg: &Message, asking: bool, out: &mut Vec<Event>) {
         if msg.role == Role::User {
             return;
         }
@@ -506,6 +542,11 @@ impl Projector {
         for part in &msg.parts {
             match &part.content {
                 PartContent::Text(t) => text.push_str(t),
+                PartContent::Data(d) if asking => {
+                    if let Some(item) = tools::read(d, part.metadata.as_ref()) {
+                        self.on_tool(item, out);
+                    }
+                }
                 PartContent::Data(d) => self.on_data_part(d, part, out),
                 _ => out.push(raw_event(json!({"part": part_json(part)}))),
             }
@@ -523,95 +564,47 @@ impl Projector {
         } else {
             msg.message_id.clone()
         };
-        self.stream_text(id, &text, out);
-    }
-
-    /// Streams `text` for the agent message `id` (at most one is open at a time). A message
-    /// re-sent with more text yields only the new suffix; text that does not extend what was
-    /// sent is appended as is; a closed message re-sent unchanged (a resubscribe snapshot) is
-    /// a repeat and yields nothing.
-    fn stream_text(&mut self, id: String, text: &str, out: &mut Vec<Event>) {
-        if self.open_message.as_deref() == Some(id.as_str()) {
-            let delta = match text.strip_prefix(self.open_text.as_str()) {
-                Some(suffix) => suffix.to_owned(),
-                None => text.to_owned(),
-            };
-            if !self.charge_text(delta.len(), out) {
-                return;
-            }
-            self.open_text.push_str(&delta);
-            if !delta.is_empty() {
-                out.push(Event::TextMessageContent {
-                    message_id: id,
-                    delta,
-                });
-            }
-            return;
-        }
-        let id = match self.messages.get(&id) {
-            None => id,
-            Some(sent) if *sent == Streamed::closed(text) => return,
-            Some(_) => {
-                let mut n = 2;
-                while self.messages.contains_key(&format!("{id}~{n}")) {
-                    n += 1;
-                }
-                format!("{id}~{n}")
-            }
+        let piece = Piece::Message {
+            complete: reply::marked_complete(msg.metadata.as_ref()),
         };
-        if !self.charge_text(text.len(), out) {
-            return;
-        }
-        if let Some(prev) = self.open_message.take() {
-            let prev_text = std::mem::take(&mut self.open_text);
-            self.messages
-                .insert(prev.clone(), Streamed::closed(&prev_text));
-            self.close_message(&prev, out);
-        }
-        self.messages.insert(id.clone(), Streamed::Open);
-        self.open_message = Some(id.clone());
-        self.open_text = text.to_owned();
-        out.push(Event::TextMessageStart {
-            message_id: id.clone(),
-            role: ASSISTANT,
-        });
-        if !text.is_empty() {
-            out.push(Event::TextMessageContent {
-                message_id: id,
-                delta: text.to_owned(),
-            });
+        let steps = self.replies.piece(&id, &text, piece);
+        self.emit_steps(steps, out);
+    }
+
+    /// Turns reply steps into text events, counting new text against
+    /// `limits.max_text_bytes_per_run`.
+    fn emit_steps(&mut self, steps: Vec<Step>, out: &mut Vec<Event>) {
+        for step in steps {
+            match step {
+                Step::Start { id } => out.push(Event::TextMessageStart {
+                    message_id: id,
+                    role: ASSISTANT,
+                }),
+                Step::Content { id, delta } => {
+                    if !self.charge_text(delta.len(), out) {
+                        return;
+                    }
+                    out.push(Event::TextMessageContent {
+                        message_id: id,
+                        delta,
+                    });
+                }
+                Step::End { id } => out.push(Event::TextMessageEnd { message_id: id }),
+            }
         }
     }
 
-    fn close_message(&mut self, id: &str, out: &mut Vec<Event>) {
-        out.push(Event::TextMessageEnd {
-            message_id: id.to_owned(),
-        });
-    }
-
+    /// Closes the open text message (a tool call, an interrupt, the run's end).
     fn close_messages(&mut self, out: &mut Vec<Event>) {
-        if let Some(id) = self.open_message.take() {
-            let text = std::mem::take(&mut self.open_text);
-            self.messages.insert(id.clone(), Streamed::closed(&text));
-            self.close_message(&id, out);
-        }
-        let mut open: Vec<String> = self
-            .artifacts
-            .values_mut()
-            .filter(|a| a.message_open)
-            .map(|a| {
-                a.message_open = false;
-                a.message_done = true;
-                a.message_id.clone()
-            })
-            .collect();
-        open.sort();
-        for id in open {
-            self.close_message(&id, out);
-        }
+        let steps = self.replies.close();
+        self.emit_steps(steps, out);
     }
 
     fn on_data_part(&mut self, data: &Value, part: &Part, out: &mut Vec<Event>) {
+        if let Some(item) = tools::read(data, part.metadata.as_ref()) {
+            self.on_tool(item, out);
+            return;
+        }
         match data.get("type").and_then(Value::as_str) {
             // DESIGN §8: an agent may update the app's shared state.
             Some("agui-state-snapshot") => {
@@ -648,13 +641,48 @@ impl Projector {
                 self.delta(foreign, Writer::Agent, out);
             }
             // Its schema is surfaced on the interrupt; nothing to stream.
-            Some("a2a.input.request") => {}
+            Some(dialect::GATEWAY_REQUEST) => {}
             _ => {
                 if let Some((surface, op)) = a2ui_operation(data) {
                     self.on_a2ui(surface, op, out);
                 } else {
                     out.push(raw_event(json!({"part": part_json(part)})));
                 }
+            }
+        }
+    }
+
+    /// DESIGN §6 tool-call row: a call becomes `TOOL_CALL_START/ARGS/END` (closing the text
+    /// before it), a result `TOOL_CALL_RESULT`; each once per run, however often the
+    /// upstream repeats it (ADK sends a call in its event and again in the task's history).
+    fn on_tool(&mut self, item: ToolItem, out: &mut Vec<Event>) {
+        match item {
+            ToolItem::Call { id, name, args } => {
+                if !self.tool_calls.insert(id.clone()) {
+                    return;
+                }
+                self.close_messages(out);
+                out.push(Event::ToolCallStart {
+                    tool_call_id: id.clone(),
+                    tool_call_name: name,
+                });
+                out.push(Event::ToolCallArgs {
+                    tool_call_id: id.clone(),
+                    delta: args,
+                });
+                out.push(Event::ToolCallEnd { tool_call_id: id });
+            }
+            ToolItem::Result { id, content } => {
+                if !self.tool_results.insert(id.clone()) {
+                    return;
+                }
+                self.close_messages(out);
+                out.push(Event::ToolCallResult {
+                    message_id: tools::result_message_id(&id),
+                    tool_call_id: id,
+                    content,
+                    role: TOOL,
+                });
             }
         }
     }
@@ -717,7 +745,6 @@ impl Projector {
         let chunk_text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
         let known = self.artifacts.contains_key(&key);
         let mut ops = Vec::new();
-        let mut chunk_delta = chunk_text.clone();
         if append && known {
             let track = &self.artifacts[&key];
             let append_at = layout::artifact_part_append(&track.pointer);
@@ -746,20 +773,9 @@ impl Projector {
                 pointer: pointer.clone(),
                 text: String::new(),
                 message_id,
-                message_open: false,
-                message_done: false,
             });
             track.pointer = pointer;
-            // A re-sent whole artifact (a resubscribe snapshot) streams only what is new.
-            let before = std::mem::take(&mut track.text);
-            track.text.push_str(&chunk_text);
-            chunk_delta = match chunk_text.strip_prefix(before.as_str()) {
-                Some(suffix) if !before.is_empty() => suffix.to_owned(),
-                _ => chunk_text.clone(),
-            };
-        }
-        if !self.charge_text(chunk_delta.len(), out) {
-            return;
+            track.text = chunk_text.clone();
         }
         let track = self.artifacts.get_mut(&key).expect("tracked above");
         if append && known {
@@ -770,43 +786,17 @@ impl Projector {
             ops.push(add(at("complete"), json!(true)));
             ops.push(add(at("text"), json!(track.text)));
         }
+        let message_id = track.message_id.clone();
         self.delta(ops, Writer::Gateway, out);
         if self.finished {
             return;
         }
-        self.stream_artifact_text(&key, chunk_delta, last_chunk, out);
-    }
-
-    /// Streams an artifact's new text as its own assistant message, closed at `lastChunk`.
-    fn stream_artifact_text(
-        &mut self,
-        key: &str,
-        delta: String,
-        last_chunk: bool,
-        out: &mut Vec<Event>,
-    ) {
-        let Some(track) = self.artifacts.get_mut(key) else {
-            return;
+        let piece = Piece::Artifact {
+            append: append && known,
+            last: last_chunk,
         };
-        let message_id = track.message_id.clone();
-        if !delta.is_empty() && !track.message_done {
-            if !track.message_open {
-                track.message_open = true;
-                out.push(Event::TextMessageStart {
-                    message_id: message_id.clone(),
-                    role: ASSISTANT,
-                });
-            }
-            out.push(Event::TextMessageContent {
-                message_id: message_id.clone(),
-                delta,
-            });
-        }
-        if last_chunk && track.message_open {
-            track.message_open = false;
-            track.message_done = true;
-            self.close_message(&message_id, out);
-        }
+        let steps = self.replies.piece(&message_id, &chunk_text, piece);
+        self.emit_steps(steps, out);
     }
 
     fn finish_success(&mut self, out: &mut Vec<Event>) {

@@ -5,8 +5,9 @@
 //! message's AG-UI id becomes its A2A messageId (DESIGN §4), so history rebuilt from A2A
 //! carries the ids the client already holds. threadId and runId are never sent.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::dialect::Reply;
 use super::interrupt;
 use super::state::ClientView;
 use crate::a2a::model::{OutgoingMessage, Part, PartContent};
@@ -38,8 +39,11 @@ fn bad_props(message: impl Into<String>) -> RequestError {
 /// What the run does upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Action {
-    /// Send a message (new task, or input for a waiting task when `task_id` is set).
+    /// Send a message (new task, or more input for the task `task_id` names).
     Send(OutgoingMessage),
+    /// Answer a waiting task (a resume, or a plain message while the task waits, DESIGN §7):
+    /// written in the task's dialect once its current question is read.
+    Answer(Answer),
     /// Cancel the waiting task (a `cancelled` resume).
     Cancel { task_id: String },
     /// Reattach to a live task without sending anything.
@@ -57,9 +61,54 @@ pub(crate) struct Plan {
     pub action: Action,
     /// Interrupts this run resolves (ids), for the activity/state bookkeeping.
     pub resolves: Vec<String>,
-    /// The message's task came from the client's state only (a plain answer to a waiting
-    /// task): if the upstream no longer knows that task, a new task is started instead.
-    pub task_from_state: bool,
+}
+
+/// An answer to a waiting task, before it is written in the task's dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answer {
+    pub task_id: String,
+    /// The A2A messageId of the answer: the user message's id, or `<interruptId>:response`
+    /// for a payload (the same for a replayed resume).
+    pub message_id: String,
+    pub reply: Reply,
+    /// The interrupts answered (all of `task_id`).
+    pub interrupts: Vec<String>,
+    /// The task came from the client's state only (a plain message while it waits): if the
+    /// task no longer waits, the message starts a new task in the same context instead.
+    pub from_state: bool,
+    /// Set by [`Plan::bind_context`].
+    pub context_id: Option<String>,
+}
+
+impl Answer {
+    /// The answer written as the message for `request` (the task's current question).
+    pub(crate) fn message(&self, request: &super::dialect::Request) -> OutgoingMessage {
+        let id = self.interrupts.first().map(String::as_str).unwrap_or("");
+        let written = super::dialect::answer(request, &self.reply, id);
+        OutgoingMessage {
+            message_id: self.message_id.clone(),
+            parts: written.parts,
+            context_id: self.context_id.clone(),
+            task_id: Some(self.task_id.clone()),
+            metadata: written.metadata,
+            extensions: written.extensions,
+        }
+    }
+
+    /// The user's message as a new task in the context (the waiting task is gone).
+    pub(crate) fn as_new_message(&self) -> OutgoingMessage {
+        let parts = match &self.reply {
+            Reply::Message(parts) => parts.clone(),
+            Reply::Payload(p) => vec![Part::data(p.clone())],
+        };
+        OutgoingMessage {
+            message_id: self.message_id.clone(),
+            parts,
+            context_id: self.context_id.clone(),
+            task_id: None,
+            ..OutgoingMessage::default()
+        }
+    }
 }
 
 impl Plan {
@@ -75,8 +124,10 @@ impl Plan {
     /// Sends the message (if any) in the resolved context: the one place the outgoing
     /// message learns its contextId.
     pub(crate) fn bind_context(&mut self, context_id: Option<&str>) {
-        if let Action::Send(m) = &mut self.action {
-            m.context_id = context_id.map(str::to_owned);
+        match &mut self.action {
+            Action::Send(m) => m.context_id = context_id.map(str::to_owned),
+            Action::Answer(a) => a.context_id = context_id.map(str::to_owned),
+            _ => {}
         }
     }
 
@@ -84,6 +135,7 @@ impl Plan {
     pub(crate) fn task_id(&self) -> Option<&str> {
         match &self.action {
             Action::Send(m) => m.task_id.as_deref(),
+            Action::Answer(a) => Some(&a.task_id),
             Action::Cancel { task_id } | Action::Subscribe { task_id } => Some(task_id),
             Action::Refuse(_) => None,
         }
@@ -261,39 +313,45 @@ pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
             state_context_id,
             action: Action::Subscribe { task_id },
             resolves: Vec::new(),
-            task_from_state: false,
         });
     }
     if input.resume.is_empty() {
         let user = user.ok_or(RequestError::NoUserMessage)?;
-        // A client without resume support answers a waiting task with a plain message
-        // (DESIGN §7, last rule).
-        let from_state = client_view(input)
-            .waiting_task_id()
-            .map(str::to_owned)
-            .filter(|_| options.task_id.is_none());
-        let task_from_state = from_state.is_some();
-        let task_id = options.task_id.clone().or(from_state);
-        let resolves = if task_id.is_some() {
-            pending_ids(input).unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        let message = OutgoingMessage {
-            message_id: user.id.clone(),
-            parts: content_parts(user.content.as_ref()),
-            context_id: None,
-            task_id,
-        };
-        if message.parts.is_empty() {
+        let parts = content_parts(user.content.as_ref());
+        if parts.is_empty() {
             return Err(RequestError::EmptyMessage);
         }
+        // A client without resume support answers a waiting task with a plain message
+        // (DESIGN §7, last rule); an explicit taskId is sent as given.
+        let waiting = client_view(input)
+            .waiting_task_id()
+            .filter(|_| options.task_id.is_none());
+        let action = match waiting {
+            Some(task_id) => Action::Answer(Answer {
+                task_id: task_id.to_owned(),
+                message_id: user.id.clone(),
+                reply: Reply::Message(parts),
+                interrupts: pending_ids(input).unwrap_or_default(),
+                from_state: true,
+                context_id: None,
+            }),
+            None => Action::Send(OutgoingMessage {
+                message_id: user.id.clone(),
+                parts,
+                context_id: None,
+                task_id: options.task_id.clone(),
+                ..OutgoingMessage::default()
+            }),
+        };
+        let resolves = match &action {
+            Action::Send(m) if m.task_id.is_none() => Vec::new(),
+            _ => pending_ids(input).unwrap_or_default(),
+        };
         return Ok(Plan {
             options,
             state_context_id,
-            action: Action::Send(message),
+            action,
             resolves,
-            task_from_state,
         });
     }
     let (action, resolves) = match resume_action(input) {
@@ -305,7 +363,6 @@ pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
         state_context_id,
         action,
         resolves,
-        task_from_state: false,
     })
 }
 
@@ -352,42 +409,37 @@ fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<String>), BadResu
     if entries.iter().any(|e| e.status == ResumeStatus::Cancelled) {
         return Ok((Action::Cancel { task_id }, resolves));
     }
-    let mut parts = Vec::new();
-    match &entry.payload {
-        None => {
-            let user = latest_user_message(input).ok_or_else(|| {
-                BadResume("resume has no payload and the run carries no user message".into())
-            })?;
-            parts.extend(content_parts(user.content.as_ref()));
+    let user = latest_user_message(input);
+    let (reply, message_id) = match (&entry.payload, user) {
+        (Some(payload), _) => (
+            Reply::Payload(payload.clone()),
+            format!("{}:response", entry.interrupt_id),
+        ),
+        (None, Some(user)) => (
+            Reply::Message(content_parts(user.content.as_ref())),
+            user.id.clone(),
+        ),
+        (None, None) => {
+            return Err(BadResume(
+                "resume has no payload and the run carries no user message".into(),
+            ))
         }
-        Some(Value::String(s)) => parts.push(Part::text(s.clone())),
-        Some(payload) => {
-            if let Some(text) = payload.get("text").and_then(Value::as_str) {
-                parts.push(Part::text(text));
-            }
-            parts.push(Part::data(json!({
-                "type": "a2a.input.response",
-                "interruptId": entry.interrupt_id,
-                "payload": payload,
-            })));
-        }
-    }
-    let message_id = latest_user_message(input)
-        .filter(|_| entry.payload.is_none())
-        .map(|m| m.id.clone())
-        .unwrap_or_else(|| format!("{}:response", entry.interrupt_id));
-    let message = OutgoingMessage {
-        message_id,
-        parts,
-        context_id: None,
-        task_id: Some(task_id),
     };
-    Ok((Action::Send(message), resolves))
+    let answer = Answer {
+        task_id,
+        message_id,
+        reply,
+        interrupts: resolves.clone(),
+        from_state: false,
+        context_id: None,
+    };
+    Ok((Action::Answer(answer), resolves))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn input(v: Value) -> RunAgentInput {
         serde_json::from_value(v).unwrap()
@@ -431,9 +483,12 @@ mod tests {
         let mut p = plan(&i).unwrap();
         let context = p.context_candidates().resolve().map(|(c, _)| c);
         p.bind_context(context.as_deref());
-        let Action::Send(m) = p.action else { panic!() };
-        assert_eq!(m.task_id.as_deref(), Some("T"));
-        assert_eq!(m.context_id.as_deref(), Some("c"));
+        let Action::Answer(a) = p.action else {
+            panic!()
+        };
+        assert!(a.from_state);
+        assert_eq!(a.task_id, "T");
+        assert_eq!(a.context_id.as_deref(), Some("c"));
     }
 
     #[test]
@@ -459,7 +514,12 @@ mod tests {
         let p = plan(&i).unwrap();
         assert_eq!(p.resolves, vec!["a2a:T:q".to_owned()]);
         assert_eq!(p.state_context_id.as_deref(), Some("c"));
-        let Action::Send(m) = p.action else { panic!() };
+        let Action::Answer(a) = p.action else {
+            panic!()
+        };
+        assert_eq!(a.message_id, "a2a:T:q:response");
+        let question = super::super::dialect::read(None);
+        let m = a.message(&question);
         assert_eq!(m.task_id.as_deref(), Some("T"));
         assert_eq!(m.parts[0], Part::text("yes"));
         assert!(

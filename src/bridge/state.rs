@@ -62,6 +62,11 @@ pub(crate) mod layout {
         PointerBuf::from_tokens([A2A, TASK])
     }
 
+    /// `/a2a/pendingInterrupts`.
+    pub(crate) fn pending_interrupts() -> PointerBuf {
+        PointerBuf::from_tokens([A2A, PENDING_INTERRUPTS])
+    }
+
     /// `/a2a/pendingInterrupts/<id>`.
     pub(crate) fn pending_interrupt(id: &str) -> PointerBuf {
         PointerBuf::from_tokens([A2A, PENDING_INTERRUPTS, id])
@@ -266,8 +271,9 @@ impl Drop for Shadow {
 
 impl Shadow {
     /// Starts from the client's state with the gateway's subtrees merged in: foreign keys
-    /// are kept, `/a2a` and `/view/artifacts` always exist, `/a2a/pendingInterrupts` starts
-    /// empty (a new run resolves whatever was pending), `/a2a/contextId` is set when known.
+    /// are kept, `/a2a` and `/view/artifacts` always exist, `/a2a/pendingInterrupts` keeps
+    /// the client's entries (an interrupt is resolved only once the upstream accepted the
+    /// answer, DESIGN §7), `/a2a/contextId` is set when known.
     pub(crate) fn new(
         client_state: Option<Value>,
         context_id: Option<&str>,
@@ -282,7 +288,12 @@ impl Shadow {
             None => Map::new(),
         };
         let a2a = object_entry(&mut root, layout::A2A);
-        a2a.insert(layout::PENDING_INTERRUPTS.into(), json!({}));
+        if !a2a
+            .get(layout::PENDING_INTERRUPTS)
+            .is_some_and(Value::is_object)
+        {
+            a2a.insert(layout::PENDING_INTERRUPTS.into(), json!({}));
+        }
         if let Some(c) = context_id {
             a2a.insert(layout::CONTEXT_ID.into(), json!(c));
         }
@@ -499,7 +510,8 @@ mod tests {
         );
         assert_eq!(
             s.doc(),
-            &json!({"app": 1, "view": {"x": 2, "artifacts": {}}, "a2a": {"pendingInterrupts": {}, "contextId": "c"}})
+            &json!({"app": 1, "view": {"x": 2, "artifacts": {}}, "a2a": {"pendingInterrupts": {"old": {}}, "contextId": "c"}}),
+            "pending interrupts stay until the upstream accepts an answer"
         );
     }
 

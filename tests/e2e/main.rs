@@ -28,11 +28,7 @@ async fn streamed_text_reaches_the_client_on_every_protocol_version() {
     {
         let s = &steps[0];
         assert_accepted(s);
-        assert_eq!(
-            assistant_texts(s),
-            ["hello ", "brave ", "world ", "hello brave world"],
-            "{mode}"
-        );
+        assert_eq!(assistant_texts(s), ["hello brave world"], "{mode}");
         assert_eq!(last_event(s)["type"], "RUN_FINISHED");
         assert_eq!(last_event(s)["outcome"]["type"], "success");
         assert_eq!(s["state"]["a2a"]["task"]["state"], "completed", "{mode}");
@@ -306,10 +302,7 @@ async fn demo_agent_streams_text_and_interrupts() {
     for s in &steps {
         assert_accepted(s);
     }
-    assert_eq!(
-        assistant_texts(&steps[0]),
-        ["hi ", "from ", "the ", "demo ", "hi from the demo"]
-    );
+    assert_eq!(assistant_texts(&steps[0]), ["hi from the demo"]);
     assert_eq!(steps[1]["pendingInterrupts"].as_array().unwrap().len(), 1);
     assert_eq!(assistant_texts(&steps[2]).last().unwrap(), "Approved: yes");
     assert_eq!(
@@ -338,7 +331,7 @@ async fn demo_agent_pinned_to_0_3_works_end_to_end() {
     )
     .await;
     assert_accepted(&steps[0]);
-    assert_eq!(assistant_texts(&steps[0]), ["pinned ", "pinned"]);
+    assert_eq!(assistant_texts(&steps[0]), ["pinned"]);
     assert_eq!(steps[1]["runErrors"][0]["code"], "a2a_task_failed");
 }
 
@@ -460,7 +453,7 @@ async fn a_cut_stream_is_resubscribed_without_repeating_text() {
     let gw = Gateway::with_agents(&[("fake", &up.url)]).await;
     let steps = drive(&gw.agent_url("fake"), "cut", json!([{"message": "go"}])).await;
     assert_accepted(&steps[0]);
-    assert_eq!(assistant_texts(&steps[0]), ["part one ", "part two"]);
+    assert_eq!(assistant_texts(&steps[0]), ["part one part two"]);
     assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
     // ListTasks first: is the threadId a context the upstream knows (pick-up, DESIGN §4)?
     assert_eq!(

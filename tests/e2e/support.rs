@@ -256,7 +256,8 @@ pub fn last_event(step: &Value) -> &Value {
     step["events"].as_array().unwrap().last().unwrap()
 }
 
-/// `(role, content)` of the client's messages, activity messages left out.
+/// `(role, content)` of the client's messages, activity messages left out; content trimmed
+/// (token chunks joined into one reply keep the spacing the agent streamed).
 pub fn transcript(step: &Value) -> Vec<(String, String)> {
     step["messages"]
         .as_array()
@@ -266,7 +267,7 @@ pub fn transcript(step: &Value) -> Vec<(String, String)> {
         .map(|m| {
             (
                 m["role"].as_str().unwrap().to_owned(),
-                m["content"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().trim().to_owned(),
             )
         })
         .collect()

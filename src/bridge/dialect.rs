@@ -1,0 +1,549 @@
+//! Human-in-the-loop dialects (DESIGN §7, `docs/dialects.md`): how each agent framework asks
+//! for input on the A2A wire, and the one answer shape it accepts. The one home of every
+//! framework's HITL shape: the projection reads a waiting status with [`read`], the resume
+//! path writes the answer with [`answer`].
+//!
+//! Invariants: reading never fails (an unknown shape is plain text, its data part kept as the
+//! interrupt's `request`); an answer always has at least one part; a `{"a2aParts": [...]}`
+//! payload is sent verbatim whatever the dialect.
+
+use serde_json::{json, Value};
+
+use crate::a2a::model::{Message, Part, PartContent};
+
+/// `metadata` key naming the kind of an ADK part (`google/adk/a2a/converters/utils.py`).
+pub(crate) const ADK_TYPE: &str = "adk_type";
+/// `adk_type` of a function call part.
+pub(crate) const ADK_FUNCTION_CALL: &str = "function_call";
+/// `adk_type` of a function response part.
+pub(crate) const ADK_FUNCTION_RESPONSE: &str = "function_response";
+/// `metadata` key marking a long-running ADK call (the task waits for its response).
+const ADK_LONG_RUNNING: &str = "adk_is_long_running";
+/// The gateway's own structured request (`a2a.input.request`) and answer.
+pub(crate) const GATEWAY_REQUEST: &str = "a2a.input.request";
+const GATEWAY_RESPONSE: &str = "a2a.input.response";
+/// kagent's ADK runtime writes the ADK keys with this prefix instead of `adk_`.
+const KAGENT_TYPE: &str = "kagent_type";
+const KAGENT_LONG_RUNNING: &str = "kagent_is_long_running";
+/// ADK's tool confirmation call (`google/adk/tools/tool_confirmation.py`).
+const ADK_CONFIRMATION: &str = "adk_request_confirmation";
+/// kagent's HITL message extension (kagent `main`, `kagent-core/.../a2a/_hitl.py`): the
+/// request and the answer travel in `message.metadata[URI]`.
+pub(crate) const KAGENT_HITL_URI: &str = "https://kagent.dev/extensions/hitl/v1";
+const KAGENT_APPROVAL: &str = "tool_approval_request";
+const KAGENT_ASK_USER: &str = "ask_user_request";
+
+/// The framework shape of a waiting task's question.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Dialect {
+    /// Text (and any data) the agent reads as text: answered with a text part.
+    Text,
+    /// The gateway's `a2a.input.request` (a JSON schema): text plus an `a2a.input.response`.
+    Gateway,
+    /// strands interrupts: `{"interrupts": [{id, name, reason}]}`, answered only by
+    /// `{"interruptResponse": {interruptId, response}}` data parts, one per interrupt.
+    Strands { interrupt_ids: Vec<String> },
+    /// ADK long-running function call, answered by a `function_response` data part with the
+    /// call's id and name (a tool confirmation: `{"confirmed": bool}`).
+    AdkLongRunning { call_id: String, name: String },
+    /// kagent ≤ 0.10 (A2A 0.3): ADK confirmations with `kagent_` keys, answered by a
+    /// `{"decision_type": "approve"|"reject"}` data part (plus `ask_user_answers`).
+    KagentConfirmation { ask_user: bool },
+    /// kagent's HITL extension (`tool_approval_request`, `ask_user_request`), answered in
+    /// `metadata[KAGENT_HITL_URI]` with `message.extensions` naming it.
+    KagentExtension { kind: KagentKind, ids: Vec<String> },
+}
+
+/// The two kagent requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KagentKind {
+    ToolApproval,
+    AskUser,
+}
+
+/// A waiting task's question, read in its dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Request {
+    pub dialect: Dialect,
+    /// What to show the person: the status text, else a question made from the data.
+    pub question: Option<String>,
+    /// The call the question is about (ADK, kagent).
+    pub tool_call_id: Option<String>,
+    /// The data of the request's data part (several: an array of them).
+    pub request: Option<Value>,
+    pub response_schema: Option<Value>,
+}
+
+/// What the person answered: a resume payload, or the parts of their message.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Reply {
+    Payload(Value),
+    Message(Vec<Part>),
+}
+
+fn data_parts(message: &Message) -> impl Iterator<Item = (&Value, Option<&Value>)> {
+    message.parts.iter().filter_map(|p| match &p.content {
+        PartContent::Data(d) => Some((d, p.metadata.as_ref())),
+        _ => None,
+    })
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// The ADK kind of a part and whether it is long-running, under `adk_` or `kagent_` keys;
+/// `true` in the last place for the kagent spelling.
+fn adk_kind(metadata: Option<&Value>) -> Option<(&str, bool, bool)> {
+    let m = metadata?;
+    if let Some(kind) = str_at(m, ADK_TYPE) {
+        return Some((
+            kind,
+            m.get(ADK_LONG_RUNNING) == Some(&Value::Bool(true)),
+            false,
+        ));
+    }
+    let kind = str_at(m, KAGENT_TYPE)?;
+    Some((
+        kind,
+        m.get(KAGENT_LONG_RUNNING) == Some(&Value::Bool(true)),
+        true,
+    ))
+}
+
+/// Schema of a yes/no approval answer.
+fn approval_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "approved": {"type": "boolean"},
+        "reason": {"type": "string"}
+    }, "required": ["approved"]})
+}
+
+/// Schema of a free-text answer.
+fn text_schema() -> Value {
+    json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+}
+
+/// A readable line for a call: `name({"k": v})`.
+fn describe_call(name: &str, args: Option<&Value>) -> String {
+    match args {
+        Some(a) if a.as_object().is_some_and(|o| !o.is_empty()) => format!("{name}({a})"),
+        _ => format!("{name}()"),
+    }
+}
+
+/// Reads the question of a waiting status message (`None`: no message at all).
+pub(crate) fn read(message: Option<&Message>) -> Request {
+    let Some(message) = message else {
+        return Request {
+            dialect: Dialect::Text,
+            question: None,
+            tool_call_id: None,
+            request: None,
+            response_schema: None,
+        };
+    };
+    let text = Some(message.text()).filter(|t| !t.trim().is_empty());
+    let datas: Vec<(&Value, Option<&Value>)> = data_parts(message).collect();
+    let request = match datas.as_slice() {
+        [] => None,
+        [(one, _)] => Some((*one).clone()),
+        many => Some(Value::Array(
+            many.iter().map(|(d, _)| (*d).clone()).collect(),
+        )),
+    };
+    let mut read = Request {
+        dialect: Dialect::Text,
+        question: text.clone(),
+        tool_call_id: None,
+        request,
+        response_schema: None,
+    };
+    // strands: {"interrupts": [{"id", "name", "reason"}]} (strands/multiagent/a2a/executor.py).
+    if let Some(interrupts) = datas
+        .iter()
+        .find_map(|(d, _)| d.get("interrupts").and_then(Value::as_array))
+    {
+        let ids: Vec<String> = interrupts
+            .iter()
+            .filter_map(|i| str_at(i, "interruptId").or_else(|| str_at(i, "id")))
+            .map(str::to_owned)
+            .collect();
+        if !ids.is_empty() {
+            let asked = interrupts.iter().find_map(|i| {
+                let reason = i.get("reason")?;
+                reason
+                    .as_str()
+                    .map(str::to_owned)
+                    .or_else(|| question_in(reason))
+                    .or_else(|| str_at(i, "name").map(str::to_owned))
+            });
+            // The text part is a Python repr of the reasons; the data has the question.
+            read.question = asked.or(text);
+            read.response_schema = Some(json!({}));
+            read.dialect = Dialect::Strands { interrupt_ids: ids };
+            return read;
+        }
+    }
+    // ADK: a long-running function call the task waits on (adk_type function_call +
+    // adk_is_long_running), answered by its function_response; kagent ≤ 0.10 writes the same
+    // with kagent_ keys and answers its confirmations with a decision.
+    if let Some((call, kagent)) = datas.iter().find_map(|(d, m)| match adk_kind(*m) {
+        Some((ADK_FUNCTION_CALL, true, kagent)) => Some((*d, kagent)),
+        _ => None,
+    }) {
+        if let (Some(id), Some(name)) = (str_at(call, "id"), str_at(call, "name")) {
+            let args = call.get("args");
+            let original = args.and_then(|a| a.get("originalFunctionCall"));
+            let confirmation = name == ADK_CONFIRMATION;
+            let hint = args
+                .and_then(|a| a.get("toolConfirmation"))
+                .and_then(|c| str_at(c, "hint"));
+            read.question = text
+                .or_else(|| hint.map(str::to_owned))
+                .or_else(|| args.and_then(question_in))
+                .or_else(|| {
+                    let (n, a) = match original {
+                        Some(o) => (str_at(o, "name").unwrap_or(name), o.get("args")),
+                        None => (name, args),
+                    };
+                    Some(format!("The agent waits for {}.", describe_call(n, a)))
+                });
+            read.tool_call_id = Some(id.to_owned());
+            read.request = Some(call.clone());
+            let ask_user = original.and_then(|o| str_at(o, "name")) == Some("ask_user");
+            read.response_schema = Some(match (confirmation, ask_user) {
+                (true, true) => text_schema(),
+                (true, false) => approval_schema(),
+                _ => json!({"type": "object"}),
+            });
+            read.dialect = if kagent && confirmation {
+                Dialect::KagentConfirmation { ask_user }
+            } else {
+                Dialect::AdkLongRunning {
+                    call_id: id.to_owned(),
+                    name: name.to_owned(),
+                }
+            };
+            return read;
+        }
+    }
+    // kagent's HITL extension: the request is in the message metadata.
+    if let Some(req) = message
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get(KAGENT_HITL_URI))
+    {
+        let kind = match str_at(req, "type") {
+            Some(KAGENT_APPROVAL) => Some(KagentKind::ToolApproval),
+            Some(KAGENT_ASK_USER) => Some(KagentKind::AskUser),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            // Answers name the visible ids: a paused child agent's tools when nested.
+            let tools = req
+                .get("nested")
+                .and_then(|n| n.get("tools"))
+                .or_else(|| req.get("tools"))
+                .and_then(Value::as_array);
+            let ids: Vec<String> = match kind {
+                KagentKind::ToolApproval => tools
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| str_at(t, "id").map(str::to_owned))
+                    .collect(),
+                KagentKind::AskUser => str_at(req, "id")
+                    .or_else(|| tools.and_then(|t| t.first()).and_then(|t| str_at(t, "id")))
+                    .map(|id| vec![id.to_owned()])
+                    .unwrap_or_default(),
+            };
+            read.tool_call_id = tools
+                .and_then(|t| t.first())
+                .and_then(|t| str_at(t, "call_id").or_else(|| str_at(t, "id")))
+                .map(str::to_owned);
+            read.question = text
+                .or_else(|| str_at(req, "hint").map(str::to_owned))
+                .or_else(|| kagent_questions(req))
+                .or_else(|| {
+                    let described: Vec<String> = tools
+                        .into_iter()
+                        .flatten()
+                        .map(|t| {
+                            describe_call(str_at(t, "name").unwrap_or("a tool"), t.get("args"))
+                        })
+                        .collect();
+                    Some(format!("Approve {}?", described.join(", ")))
+                });
+            read.response_schema = Some(match kind {
+                KagentKind::ToolApproval => approval_schema(),
+                KagentKind::AskUser => text_schema(),
+            });
+            read.request = Some(req.clone());
+            read.dialect = Dialect::KagentExtension { kind, ids };
+            return read;
+        }
+    }
+    // The gateway's own structured request: its schema is the response schema.
+    if let Some((req, _)) = datas
+        .iter()
+        .find(|(d, _)| d.get("schema").is_some() || str_at(d, "type") == Some(GATEWAY_REQUEST))
+    {
+        read.response_schema = req.get("schema").filter(|s| s.is_object()).cloned();
+        read.dialect = Dialect::Gateway;
+        read.request = Some((*req).clone());
+        if read.question.is_none() {
+            read.question = question_in(req);
+        }
+    }
+    read
+}
+
+/// kagent's `questions[].question`, joined.
+fn kagent_questions(req: &Value) -> Option<String> {
+    let qs: Vec<&str> = req
+        .get("questions")?
+        .as_array()?
+        .iter()
+        .filter_map(|q| str_at(q, "question"))
+        .collect();
+    (!qs.is_empty()).then(|| qs.join("; "))
+}
+
+/// A question written in a request's data (`question`, `message`, `prompt`, `text`).
+fn question_in(data: &Value) -> Option<String> {
+    ["question", "message", "prompt", "text", "description"]
+        .iter()
+        .find_map(|k| str_at(data, k).map(str::to_owned))
+}
+
+/// The text of a reply: a string payload, an object's `text` (or `answer`), an approval as
+/// yes/no, the message's text; otherwise the payload as JSON text.
+fn reply_text(reply: &Reply) -> String {
+    match reply {
+        Reply::Payload(Value::String(s)) => s.clone(),
+        Reply::Payload(p) => str_at(p, "text")
+            .or_else(|| str_at(p, "answer"))
+            .map(str::to_owned)
+            .or_else(|| approval_of(p).map(|a| if a { "yes" } else { "no" }.to_owned()))
+            .unwrap_or_else(|| p.to_string()),
+        Reply::Message(parts) => parts.iter().filter_map(Part::as_text).collect(),
+    }
+}
+
+/// An explicit decision in a payload: `approved`, `approve`, `decision`.
+fn approval_of(p: &Value) -> Option<bool> {
+    if let Some(b) = p
+        .get("approved")
+        .or_else(|| p.get("approve"))
+        .and_then(Value::as_bool)
+    {
+        return Some(b);
+    }
+    let decision = str_at(p, "decision").or_else(|| str_at(p, "decision_type"))?;
+    match decision.to_ascii_lowercase().as_str() {
+        "approve" | "approved" | "yes" | "allow" => Some(true),
+        "deny" | "denied" | "reject" | "rejected" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// Yes/no read from free text (kagent and strands approvals answered in words).
+fn approval_in_text(text: &str) -> Option<bool> {
+    let t = text
+        .trim()
+        .trim_end_matches(['.', '!'])
+        .to_ascii_lowercase();
+    match t.as_str() {
+        "yes" | "y" | "approve" | "approved" | "ok" | "allow" | "sure" => Some(true),
+        "no" | "n" | "deny" | "denied" | "reject" | "rejected" => Some(false),
+        _ => None,
+    }
+}
+
+/// The reply as a JSON value (a message's text as a string).
+fn reply_value(reply: &Reply) -> Value {
+    match reply {
+        Reply::Payload(p) => p.clone(),
+        Reply::Message(_) => Value::String(reply_text(reply)),
+    }
+}
+
+/// An answer written in a dialect: the message's parts, and its metadata and extensions
+/// when the dialect answers there (kagent's HITL extension).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Written {
+    pub parts: Vec<Part>,
+    pub metadata: Option<Value>,
+    pub extensions: Vec<String>,
+}
+
+impl From<Vec<Part>> for Written {
+    fn from(parts: Vec<Part>) -> Self {
+        Self {
+            parts,
+            metadata: None,
+            extensions: Vec::new(),
+        }
+    }
+}
+
+/// The answer to `request` with `reply`, in the request's dialect (DESIGN §7).
+pub(crate) fn answer(request: &Request, reply: &Reply, interrupt_id: &str) -> Written {
+    if let Reply::Payload(p) = reply {
+        if let Some(parts) = verbatim_parts(p) {
+            return parts.into();
+        }
+    }
+    let parts = match &request.dialect {
+        Dialect::Strands { interrupt_ids } => interrupt_ids
+            .iter()
+            .map(|id| {
+                Part::data(json!({"interruptResponse": {
+                    "interruptId": id,
+                    "response": reply_value(reply),
+                }}))
+            })
+            .collect(),
+        Dialect::AdkLongRunning { call_id, name } => {
+            let response = if name == ADK_CONFIRMATION {
+                json!({"confirmed": approval(reply)})
+            } else {
+                match reply_value(reply) {
+                    Value::Object(o) => Value::Object(o),
+                    other => json!({"answer": other}),
+                }
+            };
+            let mut part = Part::data(json!({"id": call_id, "name": name, "response": response}));
+            part.metadata = Some(json!({ ADK_TYPE: ADK_FUNCTION_RESPONSE }));
+            vec![part]
+        }
+        Dialect::KagentConfirmation { ask_user } => {
+            let text = reply_text(reply);
+            let data = if *ask_user {
+                json!({"decision_type": "approve", "ask_user_answers": [{"answer": [text]}]})
+            } else if approval(reply) {
+                json!({"decision_type": "approve"})
+            } else {
+                json!({"decision_type": "reject", "rejection_reason": text})
+            };
+            vec![Part::data(data), Part::text(text)]
+        }
+        Dialect::KagentExtension { kind, ids } => {
+            return kagent_extension_answer(*kind, ids, reply)
+        }
+        Dialect::Gateway => gateway_answer(reply, interrupt_id),
+        Dialect::Text => match reply {
+            Reply::Message(parts) => parts.clone(),
+            Reply::Payload(Value::Object(_)) => gateway_answer(reply, interrupt_id),
+            Reply::Payload(_) => vec![Part::text(reply_text(reply))],
+        },
+    };
+    if parts.is_empty() {
+        vec![Part::text(reply_text(reply))].into()
+    } else {
+        parts.into()
+    }
+}
+
+/// A yes/no read from the reply: an explicit decision, or the words of a text answer;
+/// anything else is no (an approval is never assumed).
+fn approval(reply: &Reply) -> bool {
+    match reply {
+        Reply::Payload(p) if p.is_object() => approval_of(p),
+        _ => approval_in_text(&reply_text(reply)),
+    }
+    .unwrap_or(false)
+}
+
+/// kagent's extension answers: `tool_approval_response` (one entry per visible id) or
+/// `ask_user_response`, in `metadata[KAGENT_HITL_URI]`, with a text part for people.
+fn kagent_extension_answer(kind: KagentKind, ids: &[String], reply: &Reply) -> Written {
+    let text = reply_text(reply);
+    let payload = match kind {
+        KagentKind::ToolApproval => {
+            let approved = approval(reply);
+            let approvals: Vec<Value> = ids
+                .iter()
+                .map(|id| {
+                    let mut entry = json!({"id": id, "approved": approved});
+                    if !approved {
+                        entry["rejection_reason"] = json!(text);
+                    }
+                    entry
+                })
+                .collect();
+            json!({"type": "tool_approval_response", "approvals": approvals})
+        }
+        KagentKind::AskUser => json!({
+            "type": "ask_user_response",
+            "id": ids.first().cloned().unwrap_or_default(),
+            "answers": [{"answer": [text]}],
+        }),
+    };
+    Written {
+        parts: vec![Part::text(text)],
+        metadata: Some(json!({ KAGENT_HITL_URI: payload })),
+        extensions: vec![KAGENT_HITL_URI.to_owned()],
+    }
+}
+
+/// `{"a2aParts": [...]}`: parts sent as given (DESIGN §7); `None` if the payload is not that.
+fn verbatim_parts(payload: &Value) -> Option<Vec<Part>> {
+    let list = payload.get("a2aParts")?.as_array()?;
+    let parts: Vec<Part> = list
+        .iter()
+        .filter_map(|p| serde_json::from_value(p.clone()).ok())
+        .collect();
+    (!parts.is_empty()).then_some(parts)
+}
+
+/// The text (if any) plus the gateway's structured answer.
+fn gateway_answer(reply: &Reply, interrupt_id: &str) -> Vec<Part> {
+    match reply {
+        Reply::Message(parts) => parts.clone(),
+        Reply::Payload(p) => {
+            let mut parts = Vec::new();
+            if let Some(text) = str_at(p, "text").or_else(|| p.as_str()) {
+                parts.push(Part::text(text));
+            }
+            parts.push(Part::data(json!({
+                "type": GATEWAY_RESPONSE,
+                "interruptId": interrupt_id,
+                "payload": p,
+            })));
+            parts
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(parts: Value) -> Message {
+        serde_json::from_value(json!({"messageId": "m", "role": "agent", "parts": parts})).unwrap()
+    }
+
+    #[test]
+    fn plain_text_is_answered_with_text() {
+        let r = read(Some(&message(
+            json!([{"kind": "text", "text": "Approve?"}]),
+        )));
+        assert_eq!(r.dialect, Dialect::Text);
+        assert_eq!(r.question.as_deref(), Some("Approve?"));
+        let written = answer(&r, &Reply::Payload(json!("yes")), "i");
+        assert_eq!(written.parts, vec![Part::text("yes")]);
+    }
+
+    #[test]
+    fn a_verbatim_payload_wins_over_the_dialect() {
+        let r = read(Some(&message(
+            json!([{"kind": "text", "text": "Approve?"}]),
+        )));
+        let payload = json!({"a2aParts": [{"kind": "data", "data": {"x": 1}}]});
+        assert_eq!(
+            answer(&r, &Reply::Payload(payload), "i").parts,
+            vec![Part::data(json!({"x": 1}))]
+        );
+    }
+}

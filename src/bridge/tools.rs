@@ -1,0 +1,126 @@
+//! Tool calls carried in A2A data parts (DESIGN §6 tool-call row, `docs/mapping.md`): the one
+//! place that knows each framework's shape of a call and of its result.
+//!
+//! - ADK (`google/adk/a2a/converters/part_converter.py`): `{"id", "name", "args"}` with part
+//!   metadata `adk_type: function_call`, `{"id", "name", "response"}` with `function_response`
+//!   (kagent's ADK runtime writes the same with the `kagent_` prefix);
+//! - the gateway's own lane (DESIGN §8): `{"type": "agui-tool-call", toolCallId, name, args}`
+//!   and `{"type": "agui-tool-result", toolCallId, content}`;
+//! - `@ag-ui/a2a`'s `{"type": "tool-call", ...}` / `{"type": "tool-result", ...}`.
+//!
+//! A call without an id is not a call here (its id is what ties a result and a resume to it):
+//! such a part stays a `RAW` event.
+
+use serde_json::Value;
+
+use super::dialect::{ADK_FUNCTION_CALL, ADK_FUNCTION_RESPONSE, ADK_TYPE};
+
+/// `metadata` key kagent's ADK runtime uses instead of `adk_type`.
+const KAGENT_TYPE: &str = "kagent_type";
+
+/// A tool call or a tool result read from a data part.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ToolItem {
+    Call {
+        id: String,
+        name: String,
+        /// The arguments as JSON text (`TOOL_CALL_ARGS.delta`).
+        args: String,
+    },
+    Result {
+        id: String,
+        /// The result as text (`TOOL_CALL_RESULT.content`).
+        content: String,
+    },
+}
+
+fn first_str<'a>(data: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|k| data.get(*k).and_then(Value::as_str))
+        .filter(|s| !s.is_empty())
+}
+
+/// JSON text of arguments or results; a string stays as it is.
+fn as_text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "{}".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The framework's kind of a data part (`adk_type` / `kagent_type` metadata, or `type`).
+fn kind<'a>(data: &'a Value, metadata: Option<&'a Value>) -> Option<&'a str> {
+    metadata
+        .and_then(|m| first_str(m, &[ADK_TYPE, KAGENT_TYPE]))
+        .or_else(|| first_str(data, &["type"]))
+}
+
+/// Reads a tool call or result out of a data part, if it is one.
+pub(crate) fn read(data: &Value, metadata: Option<&Value>) -> Option<ToolItem> {
+    match kind(data, metadata)? {
+        ADK_FUNCTION_CALL | "agui-tool-call" | "tool-call" => Some(ToolItem::Call {
+            id: first_str(data, &["id", "toolCallId"])?.to_owned(),
+            name: first_str(data, &["name", "toolCallName", "toolName"])?.to_owned(),
+            args: as_text(
+                ["args", "arguments", "input"]
+                    .iter()
+                    .find_map(|k| data.get(*k)),
+            ),
+        }),
+        ADK_FUNCTION_RESPONSE | "agui-tool-result" | "tool-result" => Some(ToolItem::Result {
+            id: first_str(data, &["id", "toolCallId"])?.to_owned(),
+            content: as_text(
+                ["response", "content", "result", "output"]
+                    .iter()
+                    .find_map(|k| data.get(*k)),
+            ),
+        }),
+        _ => None,
+    }
+}
+
+/// The AG-UI id of the `tool` message carrying a call's result.
+pub(crate) fn result_message_id(call_id: &str) -> String {
+    format!("{call_id}:result")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn adk_calls_and_results_are_read_from_their_metadata() {
+        let meta = json!({"adk_type": "function_call"});
+        let call = json!({"id": "adk-1", "name": "get_weather", "args": {"city": "Paris"}});
+        assert_eq!(
+            read(&call, Some(&meta)),
+            Some(ToolItem::Call {
+                id: "adk-1".into(),
+                name: "get_weather".into(),
+                args: r#"{"city":"Paris"}"#.into()
+            })
+        );
+        let meta = json!({"adk_type": "function_response"});
+        let result =
+            json!({"id": "adk-1", "name": "get_weather", "response": {"forecast": "sunny"}});
+        assert_eq!(
+            read(&result, Some(&meta)),
+            Some(ToolItem::Result {
+                id: "adk-1".into(),
+                content: r#"{"forecast":"sunny"}"#.into()
+            })
+        );
+        assert_eq!(read(&call, None), None, "no metadata, no type: not a call");
+    }
+
+    #[test]
+    fn gateway_calls_need_an_id() {
+        let call =
+            json!({"type": "agui-tool-call", "toolCallId": "c1", "name": "pick", "args": "{}"});
+        assert!(matches!(read(&call, None), Some(ToolItem::Call { .. })));
+        let anonymous = json!({"type": "agui-tool-call", "name": "pick"});
+        assert_eq!(read(&anonymous, None), None);
+    }
+}

@@ -1,0 +1,231 @@
+// A scripted A2A test peer built on the JavaScript A2A SDK (@a2a-js/sdk 1.3.0), wired the
+// way the SDK's README and its sample-agent show: AgentExecutor + DefaultRequestHandler +
+// InMemoryTaskStore behind the express `jsonRpcHandler` and `agentCardHandler`.
+// There is no model: the executor plays a typical a2a-js agent from a script.
+//
+// Usage: node agent.mjs --port 0 [--versions 1.0|both] [--parent-pid PID]
+// Prints exactly one line "READY <base-url>" on stdout once it listens on 127.0.0.1;
+// everything else (the SDK's own console output included) goes to stderr.
+//
+//   --versions 1.0   (default) A2A 1.0 JSON-RPC only, as in the SDK's sample-agent.
+//   --versions both  also the SDK's opt-in v0.3 compatibility layer (legacyCompat) on the
+//                    same URL; the card lists both interfaces (duplicateInterfacesForLegacy).
+//
+// Scripted by the FIRST WORD of the latest user message text (case-insensitive), unless
+// the message continues a task that waits in input-required (then it is the answer):
+//   hello (default, any other word): Task, then `working` status updates whose message keeps
+//        ONE messageId and re-sends the cumulative text, then `completed` (no message).
+//   chunks: Task, `working`, one artifact streamed in 3 chunks (append/lastChunk), `completed`.
+//   approve: Task, `working`, `input-required` with "Approve sending the report?"; the
+//        follow-up message on the same taskId gets `completed` with "Done: <answer>.".
+//   tool: not scripted (the SDK has no tool-call convention); handled like hello.
+
+import http from 'node:http';
+import { parseArgs } from 'node:util';
+
+import express from 'express';
+import { AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
+import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
+import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
+
+// stdout carries only the READY line.
+console.log = (...args) => console.error(...args);
+console.info = (...args) => console.error(...args);
+
+const FW = 'a2a_js';
+const HELLO_CHUNKS = [`Hello`, ` from ${FW}.`, ` This reply arrives in chunks.`];
+const ARTIFACT_CHUNKS = [`Hello from ${FW}.`, ` This reply`, ` arrives in chunks.`];
+const QUESTION = 'Approve sending the report?';
+const PAUSE_MS = 20;
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const now = () => new Date().toISOString();
+
+function textPart(text) {
+  return { content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' };
+}
+
+function agentMessage(text, taskId, contextId, messageId = crypto.randomUUID()) {
+  return {
+    role: Role.ROLE_AGENT,
+    messageId,
+    parts: [textPart(text)],
+    taskId,
+    contextId,
+    extensions: [],
+    metadata: {},
+    referenceTaskIds: [],
+  };
+}
+
+function textOf(message) {
+  return (message?.parts ?? [])
+    .filter((part) => part.content?.$case === 'text')
+    .map((part) => part.content.value)
+    .join('');
+}
+
+class ScriptedExecutor {
+  cancelled = new Set();
+
+  cancelTask = async (taskId) => {
+    this.cancelled.add(taskId);
+  };
+
+  async execute(requestContext, eventBus) {
+    const userMessage = requestContext.userMessage;
+    const existingTask = requestContext.task;
+    const { taskId, contextId } = requestContext;
+    const status = (state, message) =>
+      eventBus.publish(
+        AgentEvent.statusUpdate({ taskId, contextId, status: { state, message, timestamp: now() }, metadata: {} })
+      );
+
+    // 1. Every streaming turn must begin with a Task (or Message) event: the SDK's
+    //    DefaultRequestHandler refuses anything else first. As in the SDK samples, a
+    //    follow-up turn re-publishes the stored task as it is.
+    eventBus.publish(
+      AgentEvent.task(
+        existingTask ?? {
+          id: taskId,
+          contextId,
+          status: { state: TaskState.TASK_STATE_SUBMITTED, timestamp: now(), message: undefined },
+          artifacts: [],
+          history: [userMessage],
+          metadata: userMessage.metadata,
+        }
+      )
+    );
+
+    try {
+      const text = textOf(userMessage).trim();
+      if (existingTask?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED) {
+        status(TaskState.TASK_STATE_WORKING, undefined);
+        await sleep(PAUSE_MS);
+        status(TaskState.TASK_STATE_COMPLETED, agentMessage(`Done: ${text}.`, taskId, contextId));
+        return;
+      }
+
+      const command = (text.split(/\s+/)[0] ?? '').toLowerCase();
+      if (command === 'approve') {
+        status(TaskState.TASK_STATE_WORKING, undefined);
+        await sleep(PAUSE_MS);
+        status(TaskState.TASK_STATE_INPUT_REQUIRED, agentMessage(QUESTION, taskId, contextId));
+        return;
+      }
+
+      if (command === 'chunks') {
+        status(TaskState.TASK_STATE_WORKING, undefined);
+        const artifactId = `${taskId}-reply`;
+        for (const [i, chunk] of ARTIFACT_CHUNKS.entries()) {
+          await sleep(PAUSE_MS);
+          eventBus.publish(
+            AgentEvent.artifactUpdate({
+              taskId,
+              contextId,
+              artifact: {
+                artifactId,
+                name: 'reply',
+                description: '',
+                parts: [textPart(chunk)],
+                metadata: undefined,
+                extensions: [],
+              },
+              append: i > 0,
+              lastChunk: i === ARTIFACT_CHUNKS.length - 1,
+              metadata: undefined,
+            })
+          );
+        }
+        status(TaskState.TASK_STATE_COMPLETED, undefined);
+        return;
+      }
+
+      // hello (and every other word, `tool` included)
+      const messageId = crypto.randomUUID();
+      let soFar = '';
+      for (const chunk of HELLO_CHUNKS) {
+        if (this.cancelled.has(taskId)) {
+          status(TaskState.TASK_STATE_CANCELED, undefined);
+          return;
+        }
+        soFar += chunk;
+        status(TaskState.TASK_STATE_WORKING, agentMessage(soFar, taskId, contextId, messageId));
+        await sleep(PAUSE_MS);
+      }
+      status(TaskState.TASK_STATE_COMPLETED, undefined);
+    } finally {
+      this.cancelled.delete(taskId);
+    }
+  }
+}
+
+function buildCard(base, versions) {
+  const v1 = [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }];
+  return {
+    name: `Scripted ${FW} peer`,
+    description: 'Scripted @a2a-js/sdk 1.3.0 agent (no model) for gateway tests.',
+    supportedInterfaces: versions === 'both' ? duplicateInterfacesForLegacy(v1, ['JSONRPC']) : v1,
+    version: '1.0.0',
+    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: ['text'],
+    defaultOutputModes: ['text', 'task-status'],
+    skills: [
+      {
+        id: 'scripted',
+        name: 'Scripted scenarios',
+        description: 'hello | chunks | approve (first word of the message)',
+        tags: ['test'],
+        examples: ['hello', 'chunks', 'approve'],
+        inputModes: ['text'],
+        outputModes: ['text', 'task-status'],
+        securityRequirements: [],
+      },
+    ],
+    documentationUrl: '',
+    signatures: [],
+  };
+}
+
+function main() {
+  const { values } = parseArgs({
+    options: {
+      port: { type: 'string', default: '0' },
+      versions: { type: 'string', default: '1.0' },
+      'parent-pid': { type: 'string', default: '0' },
+    },
+  });
+  if (!['1.0', 'both'].includes(values.versions)) {
+    console.error(`--versions must be 1.0 or both, not ${values.versions}`);
+    process.exit(2);
+  }
+  const server = http.createServer();
+  server.listen(Number(values.port), '127.0.0.1', () => {
+    const base = `http://127.0.0.1:${server.address().port}/`;
+    const card = buildCard(base, values.versions);
+    const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new ScriptedExecutor());
+    const legacyCompat = { enabled: values.versions === 'both' };
+    const app = express();
+    app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler, legacyCompat }));
+    app.use(jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
+    server.on('request', app);
+    process.stdout.write(`READY ${base}\n`);
+  });
+
+  const parentPid = Number(values['parent-pid']);
+  if (parentPid) {
+    setInterval(() => {
+      try {
+        process.kill(parentPid, 0);
+      } catch {
+        process.exit(0);
+      }
+    }, 500).unref();
+  }
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(0));
+}
+
+main();

@@ -1,0 +1,244 @@
+"""A scripted Google ADK (google-adk 2.13.0) agent served over A2A with ADK's own `to_a2a`.
+
+Usage: python agent.py [--port 0] [--streaming sse|none] [--executor legacy|v2] [--parent-pid PID]
+Prints "READY <base-url>" on stdout once it listens on 127.0.0.1; logs go to stderr.
+
+The model is a custom `BaseLlm` (no network, no key). In streaming mode it feeds scripted
+`GenerateContentResponse` chunks through ADK's own `StreamingResponseAggregator`, exactly as
+ADK's `Gemini` model does for a real SSE stream: one `partial=True` LlmResponse per chunk, then
+one aggregated non-partial LlmResponse. Without streaming it yields one complete response.
+
+Scripted by the first word of the latest user text (case-insensitive):
+- hello / anything else: "Hello from adk. This reply arrives in chunks."
+- tool: calls FunctionTool get_weather(city="Paris") -> {"forecast": "sunny"}, then
+  "It is sunny in Paris."
+- approve: calls LongRunningFunctionTool ask_for_approval(question="Approve sending the
+  report?") -> {"status": "pending", ...}; the A2A task ends input-required. Resume with a
+  function_response data part (same id/name); the model then replies "Done: <answer>.".
+
+--streaming: ADK's A2A request converter always builds RunConfig() with
+streaming_mode=NONE (google/adk/a2a/converters/request_converter.py), whatever the A2A method
+(message/send or message/stream). `sse` (default) wraps that converter to set
+StreamingMode.SSE, so the model is called with stream=True and partial events reach A2A.
+--executor: `legacy` (default) is what ADK runs unless the client activates the extension
+https://google.github.io/adk-docs/a2a/a2a-extension/ (header A2A-Extensions); `v2` forces
+ADK's new executor (A2aAgentExecutor(force_new_version=True)) for every request.
+"""
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+import warnings
+from typing import AsyncGenerator
+
+# ADK marks all of its A2A support [EXPERIMENTAL] with a UserWarning on every use.
+warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
+
+import uvicorn
+from google.adk.a2a.converters.request_converter import convert_a2a_request_to_agent_run_request
+from google.adk.a2a.executor.a2a_agent_executor import A2aAgentExecutor
+from google.adk.a2a.executor.config import A2aAgentExecutorConfig
+from google.adk.a2a.utils.agent_to_a2a import to_a2a
+from google.adk.agents import LlmAgent
+from google.adk.agents.run_config import StreamingMode
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.tools import FunctionTool, LongRunningFunctionTool
+from google.adk.utils.streaming_utils import StreamingResponseAggregator
+from google.genai import types
+
+NAME = "adk"
+HELLO = ["Hello from adk.", " This reply", " arrives in chunks."]
+WEATHER = ["It is sunny", " in Paris."]
+QUESTION = "Approve sending the report?"
+
+
+def get_weather(city: str) -> dict:
+    """Returns the weather forecast for a city."""
+    return {"forecast": "sunny"}
+
+
+def ask_for_approval(question: str) -> dict:
+    """Asks a human to approve an action. The answer arrives later."""
+    return {"status": "pending", "question": question}
+
+
+def answer_of(response: dict) -> str:
+    """The human's answer inside a function_response payload."""
+    if not isinstance(response, dict):
+        return str(response)
+    for key in ("answer", "result", "approved", "status"):
+        if key in response:
+            value = response[key]
+            return value if isinstance(value, str) else json.dumps(value)
+    return json.dumps(response, sort_keys=True)
+
+
+class ScriptedLlm(BaseLlm):
+    """A scripted model: decides from the conversation in llm_request what comes next."""
+
+    model: str = "scripted-adk"
+
+    @classmethod
+    def supported_models(cls) -> list[str]:
+        return [r"scripted-.*"]
+
+    def plan(self, llm_request: LlmRequest):
+        """Returns ("text", [chunks]) or ("call", name, args)."""
+        contents = llm_request.contents or []
+        last = contents[-1] if contents else None
+        parts = (last.parts or []) if last else []
+        responses = [p.function_response for p in parts if p.function_response]
+        if responses:
+            fr = responses[-1]
+            if fr.name == "get_weather":
+                return ("text", WEATHER)
+            if fr.name == "ask_for_approval":
+                response = fr.response or {}
+                if response.get("status") == "pending":
+                    # ADK called the model again with the tool's own pending result.
+                    return ("text", ["Waiting for approval."])
+                answer = answer_of(response)
+                return ("text", ["Done: ", f"{answer}."])
+            return ("text", [f"Unexpected function response {fr.name}."])
+        text = ""
+        for content in reversed(contents):
+            if content.role == "user":
+                text = " ".join(p.text for p in content.parts or [] if p.text)
+                if text:
+                    break
+        words = text.split()
+        command = words[0].lower() if words else ""
+        if command == "tool":
+            return ("call", "get_weather", {"city": "Paris"})
+        if command == "approve":
+            return ("call", "ask_for_approval", {"question": QUESTION})
+        return ("text", HELLO)
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        plan = self.plan(llm_request)
+        log = logging.getLogger("scripted")
+        if log.isEnabledFor(logging.DEBUG):
+            for c in llm_request.contents or []:
+                log.debug(
+                    "  %s: %s", c.role,
+                    [p.model_dump(exclude_none=True, mode="json") for p in c.parts or []],
+                )
+        log.info("stream=%s plan=%s", stream, plan)
+        if plan[0] == "text":
+            chunks = [types.Part.from_text(text=c) for c in plan[1]]
+        else:
+            chunks = [types.Part(function_call=types.FunctionCall(name=plan[1], args=plan[2]))]
+        if not stream:
+            if plan[0] == "text":
+                chunks = [types.Part.from_text(text="".join(plan[1]))]
+            yield LlmResponse(
+                content=types.Content(role="model", parts=chunks),
+                finish_reason=types.FinishReason.STOP,
+                model_version=self.model,
+            )
+            return
+        # What Gemini's SSE stream looks like to ADK: one GenerateContentResponse per chunk,
+        # the last with finish_reason STOP, aggregated by ADK's own aggregator
+        # (google/adk/models/google_llm.py does exactly this).
+        aggregator = StreamingResponseAggregator()
+        for i, part in enumerate(chunks):
+            response = types.GenerateContentResponse(
+                candidates=[
+                    types.Candidate(
+                        content=types.Content(role="model", parts=[part]),
+                        finish_reason=types.FinishReason.STOP if i == len(chunks) - 1 else None,
+                        index=0,
+                    )
+                ],
+                model_version=self.model,
+            )
+            async for llm_response in aggregator.process_response(response):
+                yield llm_response
+            await asyncio.sleep(0.02)
+        final = aggregator.close()
+        if final is not None:
+            yield final
+
+
+def build_agent() -> LlmAgent:
+    return LlmAgent(
+        name="adk_scripted",
+        model=ScriptedLlm(),
+        description="Scripted Google ADK agent for gateway tests: hello | tool | approve.",
+        instruction="You are a scripted test agent.",
+        tools=[FunctionTool(get_weather), LongRunningFunctionTool(ask_for_approval)],
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--streaming", choices=["sse", "none"], default="sse")
+    parser.add_argument("--executor", choices=["legacy", "v2"], default="legacy")
+    parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
+    parser.add_argument("--log-level", default="WARNING", help="of the scripted model (DEBUG: its input)")
+    args = parser.parse_args()
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    logging.getLogger("scripted").setLevel(args.log_level.upper())
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}/"
+
+    mode = StreamingMode.SSE if args.streaming == "sse" else StreamingMode.NONE
+
+    def request_converter(context, part_converter):
+        run_request = convert_a2a_request_to_agent_run_request(context, part_converter)
+        run_request.run_config.streaming_mode = mode
+        return run_request
+
+    config = A2aAgentExecutorConfig(request_converter=request_converter)
+
+    def executor_factory(runner):
+        return A2aAgentExecutor(runner=runner, config=config, force_new_version=args.executor == "v2")
+
+    app = to_a2a(
+        build_agent(),
+        host="127.0.0.1",
+        port=port,
+        protocol="http",
+        agent_executor_factory=executor_factory,
+    )
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+
+    async def run():
+        async def watch_parent():
+            while True:
+                await asyncio.sleep(0.5)
+                try:
+                    os.kill(args.parent_pid, 0)
+                except OSError:
+                    server.should_exit = True
+                    return
+
+        if args.parent_pid:
+            asyncio.get_running_loop().create_task(watch_parent())
+        serve = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+        # The card and JSON-RPC routes are attached in the app's lifespan: READY after startup.
+        while not server.started and not serve.done():
+            await asyncio.sleep(0.01)
+        if server.started:
+            print(f"READY {base}", flush=True)
+        await serve
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
