@@ -495,10 +495,29 @@ impl Run {
             .state
             .is_interrupted()
             .then(|| interrupt::interrupt_id(&task.id, &task.status));
-        match asked {
-            Some(id) if answer.from_state || answer.interrupts.contains(&id) => {
+        // The question answered: the task's current one, or — when the task still waits but
+        // its status lost the question (strands keeps the task waiting after refusing an
+        // answer, its status without the message) — the one the interrupt id names.
+        let question = match &asked {
+            Some(id) if answer.from_state || answer.interrupts.contains(id) => {
+                task.status.message.as_ref()
+            }
+            Some(_) if task.status.message.is_none() => answer
+                .interrupts
+                .iter()
+                .filter_map(|i| interrupt::message_of(i))
+                .find_map(|m| task.history.iter().rev().find(|h| h.message_id == m)),
+            _ => None,
+        };
+        match (asked, question) {
+            (Some(id), Some(question)) => {
                 self.projector.answering(&id);
-                let request = dialect::read(task.status.message.as_ref());
+                let request = dialect::read(Some(question));
+                self.send_or_fail(upstream, &answer.message(&request)).await
+            }
+            (Some(id), None) if answer.from_state => {
+                self.projector.answering(&id);
+                let request = dialect::read(None);
                 self.send_or_fail(upstream, &answer.message(&request)).await
             }
             _ if answer.from_state => {

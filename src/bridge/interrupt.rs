@@ -50,6 +50,13 @@ pub(crate) fn task_of(interrupt_id: &str) -> Option<&str> {
     (!task.is_empty()).then_some(task)
 }
 
+/// The status message id inside an interrupt id, if it names one.
+pub(crate) fn message_of(interrupt_id: &str) -> Option<&str> {
+    let rest = interrupt_id.strip_prefix(PREFIX)?;
+    let (_, message) = rest.rsplit_once(':')?;
+    (!message.is_empty()).then_some(message)
+}
+
 impl Pending {
     /// Reads the question out of an interrupted status.
     pub(crate) fn from_status(task_id: &str, context_id: &str, status: &TaskStatus) -> Self {

@@ -16,7 +16,14 @@ fn fixture(path: &str) -> String {
 }
 
 fn version_of(path: &str) -> ProtocolVersion {
-    if path.starts_with("v1/") {
+    let v1_framework = [
+        "frameworks/adk/",
+        "frameworks/pydantic_ai/",
+        "frameworks/a2a_js/",
+    ]
+    .iter()
+    .any(|p| path.starts_with(p));
+    if path.starts_with("v1/") || (v1_framework && !path.contains("/v0_3/")) {
         ProtocolVersion::V1
     } else {
         ProtocolVersion::V0_3
@@ -775,4 +782,187 @@ fn history_rebuilds_the_messages_the_live_projection_gave() {
             );
         }
     }
+}
+
+// One reply, one message (DESIGN §6), over streams recorded from the real frameworks
+// (`fixtures/a2a/frameworks/*`, recorded by `tests/frameworks/*/record.*`).
+
+#[test]
+fn every_framework_shows_its_reply_once_in_one_message() {
+    for path in [
+        "frameworks/strands/default/hello.sse",
+        "frameworks/strands/compliant/hello.sse",
+        "frameworks/adk/hello.sse",
+        "frameworks/adk/v0_3/hello.sse",
+        "frameworks/adk/stream-none/hello.sse",
+        "frameworks/adk/executor-v2/hello.sse",
+        "frameworks/pydantic_ai/hello.sse",
+        "frameworks/a2a_js/hello.sse",
+        "frameworks/a2a_js/chunks.sse",
+    ] {
+        let events = project(path);
+        let replies: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(replies.len(), 1, "{path}: {replies:?}");
+        assert_eq!(
+            replies[0].matches("This reply arrives in chunks.").count(),
+            1,
+            "{path}: {replies:?}"
+        );
+        assert_eq!(terminal(&events)["outcome"]["type"], "success", "{path}");
+    }
+}
+
+#[test]
+fn adk_tool_calls_are_tool_calls_shown_once() {
+    for path in ["frameworks/adk/tool.sse", "frameworks/adk/v0_3/tool.sse"] {
+        let events = project(path);
+        let starts: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "TOOL_CALL_START")
+            .collect();
+        assert_eq!(starts.len(), 1, "{path}: ADK sends each call twice");
+        assert_eq!(starts[0]["toolCallName"], "get_weather");
+        let id = starts[0]["toolCallId"].as_str().unwrap();
+        let args = events
+            .iter()
+            .find(|e| e["type"] == "TOOL_CALL_ARGS")
+            .unwrap();
+        let args: Value = serde_json::from_str(args["delta"].as_str().unwrap()).unwrap();
+        assert_eq!(args, json!({"city": "Paris"}));
+        let results: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+            .collect();
+        assert_eq!(results.len(), 1, "{path}");
+        assert_eq!(results[0]["toolCallId"], id);
+        assert!(results[0]["content"].as_str().unwrap().contains("sunny"));
+        let replies: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(replies, ["It is sunny in Paris."], "{path}");
+        assert!(
+            !types(&events).contains(&"RAW"),
+            "{path}: nothing left as RAW"
+        );
+    }
+}
+
+/// The interrupt a recorded stream ends with.
+fn interrupt_of(events: &[Value]) -> &Value {
+    let last = terminal(events);
+    assert_eq!(last["outcome"]["type"], "interrupt", "{last}");
+    &last["outcome"]["interrupts"][0]
+}
+
+#[test]
+fn each_framework_question_is_an_interrupt_with_a_question() {
+    for (path, tool_call) in [
+        ("frameworks/strands/default/approve.sse", false),
+        ("frameworks/strands/compliant/approve.sse", false),
+        ("frameworks/adk/approve.sse", true),
+        ("frameworks/adk/v0_3/approve.sse", true),
+        ("frameworks/a2a_js/approve.sse", false),
+    ] {
+        let mut f = frame(true);
+        f.max_text_bytes = 1 << 20;
+        let (mut p, mut out) = feed(path, f);
+        out.extend(p.end_of_stream().unwrap_or_default());
+        let events = checked(&out);
+        let interrupt = interrupt_of(&events);
+        assert_eq!(
+            interrupt["message"], "Approve sending the report?",
+            "{path}: {interrupt}"
+        );
+        assert_eq!(interrupt["toolCallId"].is_string(), tool_call, "{path}");
+        assert!(
+            interrupt["responseSchema"].is_object() || !tool_call,
+            "{path}"
+        );
+        assert!(
+            !types(&events).contains(&"RAW"),
+            "{path}: the request is not RAW"
+        );
+    }
+}
+
+/// The A2A message of the interrupted status a recorded stream ends with.
+fn question_of(path: &str) -> crate::a2a::model::Message {
+    items(path)
+        .into_iter()
+        .rev()
+        .filter_map(Result::ok)
+        .find_map(|e| match e {
+            StreamEvent::StatusUpdate(u) if u.status.state.is_interrupted() => u.status.message,
+            _ => None,
+        })
+        .expect("an interrupted status")
+}
+
+#[test]
+fn answers_are_written_in_the_shape_each_framework_accepts() {
+    use super::super::dialect::{answer, read, Reply};
+    let payload = Reply::Payload(json!("yes, send it"));
+    // strands: only interruptResponse data parts (the recorded accepted resume).
+    let asked = read(Some(&question_of("frameworks/strands/default/approve.sse")));
+    let written = answer(&asked, &payload, "i");
+    let accepted: Value = serde_json::from_str(&fixture(
+        "frameworks/strands/default/approve-resume.request.json",
+    ))
+    .unwrap();
+    let sent = &accepted["params"]["message"]["parts"][0]["data"];
+    assert_eq!(written.parts, vec![Part::data(sent.clone())]);
+    // ADK: a function_response with the call's id and name.
+    let asked = read(Some(&question_of("frameworks/adk/approve.sse")));
+    let written = answer(&asked, &payload, "i");
+    let accepted: Value =
+        serde_json::from_str(&fixture("frameworks/adk/approve-resume.request.json")).unwrap();
+    let sent = &accepted["params"]["message"]["parts"][0];
+    let PartContent::Data(data) = &written.parts[0].content else {
+        panic!("a data part")
+    };
+    assert_eq!(data["id"], sent["data"]["id"]);
+    assert_eq!(data["name"], sent["data"]["name"]);
+    assert_eq!(written.parts[0].metadata, Some(sent["metadata"].clone()));
+    // a2a-js: plain text.
+    let asked = read(Some(&question_of("frameworks/a2a_js/approve.sse")));
+    assert_eq!(
+        answer(&asked, &payload, "i").parts,
+        vec![Part::text("yes, send it")]
+    );
+}
+
+#[test]
+fn a_resume_stream_opening_with_the_old_question_follows_the_task() {
+    // @a2a-js/sdk re-publishes the task, still input-required, before the answer's outcome.
+    let question = items("frameworks/a2a_js/approve.sse")
+        .into_iter()
+        .filter_map(Result::ok)
+        .find_map(|e| match e {
+            StreamEvent::StatusUpdate(u) if u.status.state.is_interrupted() => {
+                Some(interrupt::interrupt_id(&u.task_id, &u.status))
+            }
+            _ => None,
+        })
+        .unwrap();
+    let mut f = frame(true);
+    f.context_id = Some("c".into());
+    f.resolves = vec![question];
+    let events = project_with("frameworks/a2a_js/approve-resume.sse", f);
+    assert_eq!(terminal(&events)["outcome"]["type"], "success");
+    let replies: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(
+        replies,
+        ["Done: yes, send it."],
+        "the old question is not streamed again"
+    );
+}
+
+#[test]
+fn a_refused_answer_leaves_the_interrupt_pending() {
+    let mut f = frame(true);
+    f.context_id = Some("c".into());
+    f.resolves = vec!["a2a:T:q".into()];
+    f.client_state = Some(json!({"a2a": {"pendingInterrupts": {"a2a:T:q": {"id": "a2a:T:q"}}}}));
+    let events = project_with("frameworks/strands/default/approve-wrong-resume.sse", f);
+    assert_eq!(terminal(&events)["code"], "a2a_error_-32602");
+    assert!(!types(&events).contains(&"ACTIVITY_DELTA"), "not resolved");
+    assert!(final_state(&events)["a2a"]["pendingInterrupts"]["a2a:T:q"].is_object());
 }

@@ -8,6 +8,7 @@
 mod abuse;
 mod auth;
 mod fake;
+mod frameworks;
 mod hostile;
 mod redis;
 mod sessions;
