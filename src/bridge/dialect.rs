@@ -9,22 +9,12 @@
 
 use serde_json::{json, Value};
 
+use super::tools::{self, ADK_FUNCTION_CALL, ADK_FUNCTION_RESPONSE, ADK_TYPE};
 use crate::a2a::model::{Message, Part, PartContent};
 
-/// `metadata` key naming the kind of an ADK part (`google/adk/a2a/converters/utils.py`).
-pub(crate) const ADK_TYPE: &str = "adk_type";
-/// `adk_type` of a function call part.
-pub(crate) const ADK_FUNCTION_CALL: &str = "function_call";
-/// `adk_type` of a function response part.
-pub(crate) const ADK_FUNCTION_RESPONSE: &str = "function_response";
-/// `metadata` key marking a long-running ADK call (the task waits for its response).
-const ADK_LONG_RUNNING: &str = "adk_is_long_running";
 /// The gateway's own structured request (`a2a.input.request`) and answer.
 pub(crate) const GATEWAY_REQUEST: &str = "a2a.input.request";
 const GATEWAY_RESPONSE: &str = "a2a.input.response";
-/// kagent's ADK runtime writes the ADK keys with this prefix instead of `adk_`.
-const KAGENT_TYPE: &str = "kagent_type";
-const KAGENT_LONG_RUNNING: &str = "kagent_is_long_running";
 /// ADK's tool confirmation call (`google/adk/tools/tool_confirmation.py`).
 const ADK_CONFIRMATION: &str = "adk_request_confirmation";
 /// kagent's HITL message extension (kagent `main`, `kagent-core/.../a2a/_hitl.py`): the
@@ -81,34 +71,8 @@ pub(crate) enum Reply {
     Message(Vec<Part>),
 }
 
-fn data_parts(message: &Message) -> impl Iterator<Item = (&Value, Option<&Value>)> {
-    message.parts.iter().filter_map(|p| match &p.content {
-        PartContent::Data(d) => Some((d, p.metadata.as_ref())),
-        _ => None,
-    })
-}
-
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
-}
-
-/// The ADK kind of a part and whether it is long-running, under `adk_` or `kagent_` keys;
-/// `true` in the last place for the kagent spelling.
-fn adk_kind(metadata: Option<&Value>) -> Option<(&str, bool, bool)> {
-    let m = metadata?;
-    if let Some(kind) = str_at(m, ADK_TYPE) {
-        return Some((
-            kind,
-            m.get(ADK_LONG_RUNNING) == Some(&Value::Bool(true)),
-            false,
-        ));
-    }
-    let kind = str_at(m, KAGENT_TYPE)?;
-    Some((
-        kind,
-        m.get(KAGENT_LONG_RUNNING) == Some(&Value::Bool(true)),
-        true,
-    ))
 }
 
 /// Schema of a yes/no approval answer.
@@ -132,19 +96,30 @@ fn describe_call(name: &str, args: Option<&Value>) -> String {
     }
 }
 
-/// Reads the question of a waiting status message (`None`: no message at all).
+/// What a reader sees of a waiting status message.
+struct Asked<'a> {
+    message: &'a Message,
+    /// Its text, if any (the question in words).
+    text: Option<String>,
+    /// Its data parts with their metadata.
+    datas: Vec<(&'a Value, Option<&'a Value>)>,
+}
+
+/// Reads the question of a waiting status message (`None`: no message at all): the first
+/// dialect that recognises it wins, plain text otherwise.
 pub(crate) fn read(message: Option<&Message>) -> Request {
     let Some(message) = message else {
-        return Request {
-            dialect: Dialect::Text,
-            question: None,
-            tool_call_id: None,
-            request: None,
-            response_schema: None,
-        };
+        return plain(None, None);
     };
-    let text = Some(message.text()).filter(|t| !t.trim().is_empty());
-    let datas: Vec<(&Value, Option<&Value>)> = data_parts(message).collect();
+    let datas: Vec<(&Value, Option<&Value>)> = message
+        .parts
+        .iter()
+        .filter_map(|p| match &p.content {
+            PartContent::Data(d) => Some((d, p.metadata.as_ref())),
+            _ => None,
+        })
+        .collect();
+    // DESIGN §7: any data part of the request is the interrupt's `request`.
     let request = match datas.as_slice() {
         [] => None,
         [(one, _)] => Some((*one).clone()),
@@ -152,150 +127,181 @@ pub(crate) fn read(message: Option<&Message>) -> Request {
             many.iter().map(|(d, _)| (*d).clone()).collect(),
         )),
     };
-    let mut read = Request {
+    let asked = Asked {
+        message,
+        text: Some(message.text()).filter(|t| !t.trim().is_empty()),
+        datas,
+    };
+    read_strands(&asked)
+        .or_else(|| read_adk(&asked))
+        .or_else(|| read_kagent_extension(&asked))
+        .or_else(|| read_gateway(&asked))
+        .unwrap_or_else(|| plain(asked.text, request))
+}
+
+fn plain(question: Option<String>, request: Option<Value>) -> Request {
+    Request {
         dialect: Dialect::Text,
-        question: text.clone(),
+        question,
         tool_call_id: None,
         request,
         response_schema: None,
-    };
-    // strands: {"interrupts": [{"id", "name", "reason"}]} (strands/multiagent/a2a/executor.py).
-    if let Some(interrupts) = datas
+    }
+}
+
+/// strands: `{"interrupts": [{"interruptId", "name", "reason"}]}`
+/// (`strands/multiagent/a2a/executor.py` `_handle_interrupt_result`).
+fn read_strands(asked: &Asked<'_>) -> Option<Request> {
+    let (data, interrupts) = asked
+        .datas
         .iter()
-        .find_map(|(d, _)| d.get("interrupts").and_then(Value::as_array))
-    {
-        let ids: Vec<String> = interrupts
-            .iter()
-            .filter_map(|i| str_at(i, "interruptId").or_else(|| str_at(i, "id")))
+        .find_map(|(d, _)| Some((*d, d.get("interrupts")?.as_array()?)))?;
+    let interrupt_ids: Vec<String> = interrupts
+        .iter()
+        .filter_map(|i| str_at(i, "interruptId").or_else(|| str_at(i, "id")))
+        .map(str::to_owned)
+        .collect();
+    if interrupt_ids.is_empty() {
+        return None;
+    }
+    let reason = interrupts.iter().find_map(|i| {
+        let reason = i.get("reason")?;
+        reason
+            .as_str()
             .map(str::to_owned)
-            .collect();
-        if !ids.is_empty() {
-            let asked = interrupts.iter().find_map(|i| {
-                let reason = i.get("reason")?;
-                reason
-                    .as_str()
-                    .map(str::to_owned)
-                    .or_else(|| question_in(reason))
-                    .or_else(|| str_at(i, "name").map(str::to_owned))
-            });
-            // The text part is a Python repr of the reasons; the data has the question.
-            read.question = asked.or(text);
-            read.response_schema = Some(json!({}));
-            read.dialect = Dialect::Strands { interrupt_ids: ids };
-            return read;
-        }
-    }
-    // ADK: a long-running function call the task waits on (adk_type function_call +
-    // adk_is_long_running), answered by its function_response; kagent ≤ 0.10 writes the same
-    // with kagent_ keys and answers its confirmations with a decision.
-    if let Some((call, kagent)) = datas.iter().find_map(|(d, m)| match adk_kind(*m) {
-        Some((ADK_FUNCTION_CALL, true, kagent)) => Some((*d, kagent)),
-        _ => None,
-    }) {
-        if let (Some(id), Some(name)) = (str_at(call, "id"), str_at(call, "name")) {
-            let args = call.get("args");
-            let original = args.and_then(|a| a.get("originalFunctionCall"));
-            let confirmation = name == ADK_CONFIRMATION;
-            let hint = args
-                .and_then(|a| a.get("toolConfirmation"))
-                .and_then(|c| str_at(c, "hint"));
-            read.question = text
-                .or_else(|| hint.map(str::to_owned))
-                .or_else(|| args.and_then(question_in))
-                .or_else(|| {
-                    let (n, a) = match original {
-                        Some(o) => (str_at(o, "name").unwrap_or(name), o.get("args")),
-                        None => (name, args),
-                    };
-                    Some(format!("The agent waits for {}.", describe_call(n, a)))
-                });
-            read.tool_call_id = Some(id.to_owned());
-            read.request = Some(call.clone());
-            let ask_user = original.and_then(|o| str_at(o, "name")) == Some("ask_user");
-            read.response_schema = Some(match (confirmation, ask_user) {
-                (true, true) => text_schema(),
-                (true, false) => approval_schema(),
-                _ => json!({"type": "object"}),
-            });
-            read.dialect = if kagent && confirmation {
-                Dialect::KagentConfirmation { ask_user }
-            } else {
-                Dialect::AdkLongRunning {
-                    call_id: id.to_owned(),
-                    name: name.to_owned(),
-                }
+            .or_else(|| question_in(reason))
+            .or_else(|| str_at(i, "name").map(str::to_owned))
+    });
+    Some(Request {
+        dialect: Dialect::Strands { interrupt_ids },
+        // The text part is a Python repr of the reasons; the data has the question.
+        question: reason.or_else(|| asked.text.clone()),
+        tool_call_id: None,
+        request: Some(data.clone()),
+        response_schema: Some(json!({})),
+    })
+}
+
+/// ADK: a long-running function call the task waits on, answered by its
+/// `function_response`; ADK's tool confirmation is such a call (`adk_request_confirmation`),
+/// which kagent ≤ 0.10 writes with `kagent_` keys and answers with a decision.
+fn read_adk(asked: &Asked<'_>) -> Option<Request> {
+    let (call, kind) = asked.datas.iter().find_map(|(d, m)| {
+        let kind = tools::adk_part(*m)?;
+        (kind.kind == ADK_FUNCTION_CALL && kind.long_running).then_some((*d, kind))
+    })?;
+    let (id, name) = (str_at(call, "id")?, str_at(call, "name")?);
+    let args = call.get("args");
+    let original = args.and_then(|a| a.get("originalFunctionCall"));
+    let confirmation = name == ADK_CONFIRMATION;
+    let ask_user = original.and_then(|o| str_at(o, "name")) == Some("ask_user");
+    let hint = args
+        .and_then(|a| a.get("toolConfirmation"))
+        .and_then(|c| str_at(c, "hint"));
+    let question = asked
+        .text
+        .clone()
+        .or_else(|| hint.map(str::to_owned))
+        .or_else(|| args.and_then(question_in))
+        .unwrap_or_else(|| {
+            let (n, a) = match original {
+                Some(o) => (str_at(o, "name").unwrap_or(name), o.get("args")),
+                None => (name, args),
             };
-            return read;
-        }
-    }
-    // kagent's HITL extension: the request is in the message metadata.
-    if let Some(req) = message
-        .metadata
-        .as_ref()
-        .and_then(|m| m.get(KAGENT_HITL_URI))
-    {
-        let kind = match str_at(req, "type") {
-            Some(KAGENT_APPROVAL) => Some(KagentKind::ToolApproval),
-            Some(KAGENT_ASK_USER) => Some(KagentKind::AskUser),
-            _ => None,
-        };
-        if let Some(kind) = kind {
-            // Answers name the visible ids: a paused child agent's tools when nested.
-            let tools = req
-                .get("nested")
-                .and_then(|n| n.get("tools"))
-                .or_else(|| req.get("tools"))
-                .and_then(Value::as_array);
-            let ids: Vec<String> = match kind {
-                KagentKind::ToolApproval => tools
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|t| str_at(t, "id").map(str::to_owned))
-                    .collect(),
-                KagentKind::AskUser => str_at(req, "id")
-                    .or_else(|| tools.and_then(|t| t.first()).and_then(|t| str_at(t, "id")))
-                    .map(|id| vec![id.to_owned()])
-                    .unwrap_or_default(),
-            };
-            read.tool_call_id = tools
-                .and_then(|t| t.first())
-                .and_then(|t| str_at(t, "call_id").or_else(|| str_at(t, "id")))
-                .map(str::to_owned);
-            read.question = text
-                .or_else(|| str_at(req, "hint").map(str::to_owned))
-                .or_else(|| kagent_questions(req))
-                .or_else(|| {
-                    let described: Vec<String> = tools
-                        .into_iter()
-                        .flatten()
-                        .map(|t| {
-                            describe_call(str_at(t, "name").unwrap_or("a tool"), t.get("args"))
-                        })
-                        .collect();
-                    Some(format!("Approve {}?", described.join(", ")))
-                });
-            read.response_schema = Some(match kind {
-                KagentKind::ToolApproval => approval_schema(),
-                KagentKind::AskUser => text_schema(),
-            });
-            read.request = Some(req.clone());
-            read.dialect = Dialect::KagentExtension { kind, ids };
-            return read;
-        }
-    }
-    // The gateway's own structured request: its schema is the response schema.
-    if let Some((req, _)) = datas
+            format!("The agent waits for {}.", describe_call(n, a))
+        });
+    Some(Request {
+        dialect: if kind.kagent && confirmation {
+            Dialect::KagentConfirmation { ask_user }
+        } else {
+            Dialect::AdkLongRunning {
+                call_id: id.to_owned(),
+                name: name.to_owned(),
+            }
+        },
+        question: Some(question),
+        // A confirmation is about the call it holds back.
+        tool_call_id: Some(
+            original
+                .and_then(|o| str_at(o, "id"))
+                .unwrap_or(id)
+                .to_owned(),
+        ),
+        request: Some(call.clone()),
+        response_schema: Some(match (confirmation, ask_user) {
+            (true, true) => text_schema(),
+            (true, false) => approval_schema(),
+            _ => json!({"type": "object"}),
+        }),
+    })
+}
+
+/// kagent's HITL extension: the request is in `message.metadata[KAGENT_HITL_URI]`.
+fn read_kagent_extension(asked: &Asked<'_>) -> Option<Request> {
+    let req = asked.message.metadata.as_ref()?.get(KAGENT_HITL_URI)?;
+    let kind = match str_at(req, "type")? {
+        KAGENT_APPROVAL => KagentKind::ToolApproval,
+        KAGENT_ASK_USER => KagentKind::AskUser,
+        _ => return None,
+    };
+    // Answers name the visible ids: a paused child agent's tools when nested.
+    let tools: &[Value] = req
+        .get("nested")
+        .and_then(|n| n.get("tools"))
+        .or_else(|| req.get("tools"))
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let ids: Vec<String> = match kind {
+        KagentKind::ToolApproval => tools
+            .iter()
+            .filter_map(|t| str_at(t, "id").map(str::to_owned))
+            .collect(),
+        KagentKind::AskUser => str_at(req, "id")
+            .or_else(|| tools.first().and_then(|t| str_at(t, "id")))
+            .map(|id| vec![id.to_owned()])
+            .unwrap_or_default(),
+    };
+    let question = asked
+        .text
+        .clone()
+        .or_else(|| str_at(req, "hint").map(str::to_owned))
+        .or_else(|| kagent_questions(req))
+        .unwrap_or_else(|| {
+            let calls: Vec<String> = tools
+                .iter()
+                .map(|t| describe_call(str_at(t, "name").unwrap_or("a tool"), t.get("args")))
+                .collect();
+            format!("Approve {}?", calls.join(", "))
+        });
+    Some(Request {
+        dialect: Dialect::KagentExtension { kind, ids },
+        question: Some(question),
+        tool_call_id: tools
+            .first()
+            .and_then(|t| str_at(t, "call_id").or_else(|| str_at(t, "id")))
+            .map(str::to_owned),
+        request: Some(req.clone()),
+        response_schema: Some(match kind {
+            KagentKind::ToolApproval => approval_schema(),
+            KagentKind::AskUser => text_schema(),
+        }),
+    })
+}
+
+/// The gateway's own structured request (`a2a.input.request`): its schema is the
+/// response schema.
+fn read_gateway(asked: &Asked<'_>) -> Option<Request> {
+    let (req, _) = asked
+        .datas
         .iter()
-        .find(|(d, _)| d.get("schema").is_some() || str_at(d, "type") == Some(GATEWAY_REQUEST))
-    {
-        read.response_schema = req.get("schema").filter(|s| s.is_object()).cloned();
-        read.dialect = Dialect::Gateway;
-        read.request = Some((*req).clone());
-        if read.question.is_none() {
-            read.question = question_in(req);
-        }
-    }
-    read
+        .find(|(d, _)| d.get("schema").is_some() || str_at(d, "type") == Some(GATEWAY_REQUEST))?;
+    Some(Request {
+        dialect: Dialect::Gateway,
+        question: asked.text.clone().or_else(|| question_in(req)),
+        tool_call_id: None,
+        request: Some((*req).clone()),
+        response_schema: req.get("schema").filter(|s| s.is_object()).cloned(),
+    })
 }
 
 /// kagent's `questions[].question`, joined.
@@ -533,6 +539,39 @@ mod tests {
         assert_eq!(r.question.as_deref(), Some("Approve?"));
         let written = answer(&r, &Reply::Payload(json!("yes")), "i");
         assert_eq!(written.parts, vec![Part::text("yes")]);
+    }
+
+    #[test]
+    fn kagent_extension_requests_are_answered_in_its_metadata() {
+        let mut m = message(json!([{"kind": "text", "text": "Tool 'rm' requires approval."}]));
+        m.metadata = Some(json!({KAGENT_HITL_URI: {"type": "tool_approval_request",
+            "tools": [{"id": "adk-1", "call_id": "call-1", "name": "rm", "args": {}}]}}));
+        let r = read(Some(&m));
+        assert_eq!(r.tool_call_id.as_deref(), Some("call-1"));
+        let w = answer(&r, &Reply::Payload(json!({"approved": true})), "i");
+        assert_eq!(w.extensions, [KAGENT_HITL_URI]);
+        assert_eq!(
+            w.metadata.unwrap()[KAGENT_HITL_URI],
+            json!({"type": "tool_approval_response", "approvals": [{"id": "adk-1", "approved": true}]})
+        );
+        let no = answer(&r, &Reply::Payload(json!("no")), "i");
+        assert_eq!(
+            no.metadata.unwrap()[KAGENT_HITL_URI]["approvals"][0]["approved"],
+            false
+        );
+    }
+
+    #[test]
+    fn an_unclear_answer_never_approves() {
+        let mut m = message(json!([]));
+        m.metadata = Some(json!({KAGENT_HITL_URI: {"type": "tool_approval_request",
+            "tools": [{"id": "adk-1", "name": "rm"}]}}));
+        let r = read(Some(&m));
+        let w = answer(&r, &Reply::Payload(json!("maybe later")), "i");
+        assert_eq!(
+            w.metadata.unwrap()[KAGENT_HITL_URI]["approvals"][0]["approved"],
+            false
+        );
     }
 
     #[test]

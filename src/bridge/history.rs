@@ -175,7 +175,8 @@ pub(crate) fn unheld_turns<'a>(
 
 /// A complete `MESSAGES_SNAPSHOT` for a client that holds `client` messages: theirs in
 /// their order (a snapshot deletes what it leaves out), each replaced by the A2A version when
-/// the ids match, then the A2A messages the client has not seen, in A2A order. Activity
+/// the ids match (an assistant message also stands for an A2A one with the same text), then
+/// the A2A messages the client has not seen, in A2A order. Activity
 /// messages are client-only and left out (the client keeps them).
 pub(crate) fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> Vec<Value> {
     let mut upstream: Vec<Option<Value>> = a2a.into_iter().map(Some).collect();
@@ -186,7 +187,25 @@ pub(crate) fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> 
             .find(|u| u.as_ref().is_some_and(|u| u["id"] == m.id.as_str()));
         match same {
             Some(slot) => out.extend(slot.take()),
-            None => out.push(m.to_json()),
+            None => {
+                // The same reply under another id (fasta2a's history names the reply with an
+                // id its stream never showed): the client's copy stands for it.
+                let text = m.content.as_ref().and_then(Value::as_str);
+                if let (true, Some(text)) = (m.role == ASSISTANT, text) {
+                    let twin = upstream.iter_mut().find(|u| {
+                        u.as_ref().is_some_and(|u| {
+                            u["role"] == ASSISTANT
+                                && u["content"]
+                                    .as_str()
+                                    .is_some_and(|c| reply::same_text(c, text))
+                        })
+                    });
+                    if let Some(twin) = twin {
+                        twin.take();
+                    }
+                }
+                out.push(m.to_json());
+            }
         }
     }
     out.extend(upstream.into_iter().flatten());
@@ -232,6 +251,20 @@ mod tests {
         let merged = merge(&client, upstream);
         let ids: Vec<&str> = merged.iter().map(|m| m["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["old", "u", "a1", "a2"]);
+        let live = serde_json::from_value::<Vec<crate::agui::input::Message>>(serde_json::json!([
+            {"id": "u", "role": "user", "content": "tool"},
+            {"id": "T:art", "role": "assistant", "content": "It is sunny in Paris."}
+        ]))
+        .unwrap();
+        let history = vec![
+            json!({"id": "u", "role": "user", "content": "tool"}),
+            json!({"id": "fresh", "role": "assistant", "content": "It is sunny in Paris.\n"}),
+        ];
+        let ids: Vec<String> = merge(&live, history)
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(ids, ["u", "T:art"], "the same reply is not shown twice");
         assert_eq!(merged[0]["name"], "me", "client fields are kept");
     }
 

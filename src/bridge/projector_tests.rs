@@ -921,6 +921,17 @@ fn answers_are_written_in_the_shape_each_framework_accepts() {
     assert_eq!(data["id"], sent["data"]["id"]);
     assert_eq!(data["name"], sent["data"]["name"]);
     assert_eq!(written.parts[0].metadata, Some(sent["metadata"].clone()));
+    // kagent ≤ 0.10: a decision data part plus text (its UI's own answer).
+    let asked = read(Some(&question_of("frameworks/kagent/approval.sse")));
+    let written = answer(&asked, &Reply::Payload(json!({"approved": true})), "i");
+    let accepted: Value =
+        serde_json::from_str(&fixture("frameworks/kagent/approval-resume.request.json")).unwrap();
+    let sent = &accepted["params"]["message"]["parts"][0]["data"];
+    assert_eq!(written.parts[0], Part::data(sent.clone()));
+    assert_eq!(
+        asked.tool_call_id.as_deref(),
+        Some("call_Qm3x8RkT2vYp9LwN4aHc7DfE")
+    );
     // a2a-js: plain text.
     let asked = read(Some(&question_of("frameworks/a2a_js/approve.sse")));
     assert_eq!(
@@ -965,4 +976,45 @@ fn a_refused_answer_leaves_the_interrupt_pending() {
     assert_eq!(terminal(&events)["code"], "a2a_error_-32602");
     assert!(!types(&events).contains(&"ACTIVITY_DELTA"), "not resolved");
     assert!(final_state(&events)["a2a"]["pendingInterrupts"]["a2a:T:q"].is_object());
+}
+
+#[test]
+fn a_rebuilt_history_shows_what_the_live_runs_showed() {
+    // DESIGN §4: the ask and the answer's run, live, against the task read back afterwards.
+    for dir in [
+        "frameworks/adk",
+        "frameworks/adk/v0_3",
+        "frameworks/strands/default",
+        "frameworks/strands/compliant",
+    ] {
+        let mut live = Vec::new();
+        for run in ["approve.sse", "approve-resume.sse"] {
+            let mut f = frame(true);
+            f.context_id = Some("c".into());
+            let (mut p, mut out) = feed(&format!("{dir}/{run}"), f);
+            out.extend(p.end_of_stream().unwrap_or_default());
+            live.extend(texts(&checked(&out)));
+        }
+        let path = format!("{dir}/approve-get.json");
+        let envelope: Value = serde_json::from_str(&fixture(&path)).unwrap();
+        let task = version_of(&path)
+            .decode_task(&envelope["result"].to_string())
+            .unwrap_or_else(|| panic!("{path}: a task"));
+        let rebuilt: Vec<(String, String)> = history::messages(&[&task])
+            .iter()
+            .filter(|m| m["role"] == "assistant" && m["content"].is_string())
+            .map(|m| {
+                let id = m["id"].as_str().unwrap().to_owned();
+                (id, m["content"].as_str().unwrap().trim().to_owned())
+            })
+            .collect();
+        assert!(!live.is_empty(), "{dir}");
+        for (id, text) in &live {
+            let text = text.trim().to_owned();
+            assert!(
+                rebuilt.contains(&(id.clone(), text.clone())),
+                "{dir}: {id} {text:?} not in {rebuilt:?}"
+            );
+        }
+    }
 }

@@ -98,6 +98,13 @@ fn squeeze(text: &str) -> String {
     text.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
+/// The same text, whitespace aside (how an echo is recognised).
+pub(crate) fn same_text(a: &str, b: &str) -> bool {
+    a.chars()
+        .filter(|c| !c.is_whitespace())
+        .eq(b.chars().filter(|c| !c.is_whitespace()))
+}
+
 impl Replies {
     /// A new turn (a user message came): nothing open, nothing to echo.
     pub(crate) fn new_turn(&mut self) -> Vec<Step> {

@@ -13,10 +13,44 @@
 
 use serde_json::Value;
 
-use super::dialect::{ADK_FUNCTION_CALL, ADK_FUNCTION_RESPONSE, ADK_TYPE};
-
-/// `metadata` key kagent's ADK runtime uses instead of `adk_type`.
+/// Part `metadata` key naming the kind of an ADK part (`google/adk/a2a/converters/utils.py`).
+pub(crate) const ADK_TYPE: &str = "adk_type";
+/// The ADK kind of a function call part.
+pub(crate) const ADK_FUNCTION_CALL: &str = "function_call";
+/// The ADK kind of a function response part.
+pub(crate) const ADK_FUNCTION_RESPONSE: &str = "function_response";
+/// Part `metadata` key marking a long-running ADK call (its task waits for the response).
+const ADK_LONG_RUNNING: &str = "adk_is_long_running";
+/// kagent's Python ADK runtime writes the same keys with its own prefix.
 const KAGENT_TYPE: &str = "kagent_type";
+const KAGENT_LONG_RUNNING: &str = "kagent_is_long_running";
+
+/// The ADK reading of a part's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AdkPart<'a> {
+    pub kind: &'a str,
+    pub long_running: bool,
+    /// Written with kagent's keys.
+    pub kagent: bool,
+}
+
+/// The ADK kind of a part, under `adk_` keys or kagent's (`adk_` first, as kagent reads them).
+pub(crate) fn adk_part(metadata: Option<&Value>) -> Option<AdkPart<'_>> {
+    let m = metadata?;
+    let (kind, long_running, kagent) = match str_at(m, ADK_TYPE) {
+        Some(kind) => (kind, ADK_LONG_RUNNING, false),
+        None => (str_at(m, KAGENT_TYPE)?, KAGENT_LONG_RUNNING, true),
+    };
+    Some(AdkPart {
+        kind,
+        long_running: m.get(long_running) == Some(&Value::Bool(true)),
+        kagent,
+    })
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
 
 /// A tool call or a tool result read from a data part.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,11 +83,11 @@ fn as_text(v: Option<&Value>) -> String {
     }
 }
 
-/// The framework's kind of a data part (`adk_type` / `kagent_type` metadata, or `type`).
+/// The framework's kind of a data part (ADK metadata, or the data's `type`).
 fn kind<'a>(data: &'a Value, metadata: Option<&'a Value>) -> Option<&'a str> {
-    metadata
-        .and_then(|m| first_str(m, &[ADK_TYPE, KAGENT_TYPE]))
-        .or_else(|| first_str(data, &["type"]))
+    adk_part(metadata)
+        .map(|p| p.kind)
+        .or_else(|| str_at(data, "type"))
 }
 
 /// Reads a tool call or result out of a data part, if it is one.

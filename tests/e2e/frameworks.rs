@@ -546,7 +546,7 @@ async fn strands_compliant_interrupt_is_answered_by_a_resume() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn adk_long_running_call_is_answered_by_a_resume() {
-    // A string payload becomes the function response `{"result": ...}`, which the agent reads.
+    // A string payload becomes the function response `{"answer": ...}`, which the agent reads.
     approve_and_resume("adk", "sse", json!(ANSWER), DONE).await;
 }
 
