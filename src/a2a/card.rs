@@ -139,6 +139,14 @@ impl AgentCard {
         Some(Selection { url, version })
     }
 
+    /// Whether the card declares the extension `uri` (`capabilities.extensions[].uri`).
+    pub fn declares_extension(&self, uri: &str) -> bool {
+        self.capabilities
+            .extensions
+            .iter()
+            .any(|e| e.get("uri").and_then(Value::as_str) == Some(uri))
+    }
+
     /// Whether the agent streams (absent means no, A2A 1.0 §8.1).
     pub fn streaming(&self) -> bool {
         self.capabilities.streaming.unwrap_or(false)

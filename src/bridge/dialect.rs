@@ -20,6 +20,8 @@ const ADK_CONFIRMATION: &str = "adk_request_confirmation";
 /// kagent's HITL message extension (kagent `main`, `kagent-core/.../a2a/_hitl.py`): the
 /// request and the answer travel in `message.metadata[URI]`.
 pub(crate) const KAGENT_HITL_URI: &str = "https://kagent.dev/extensions/hitl/v1";
+/// Extensions the gateway asks for when an agent's card declares them.
+pub(crate) const UNDERSTOOD_EXTENSIONS: [&str; 1] = [KAGENT_HITL_URI];
 const KAGENT_APPROVAL: &str = "tool_approval_request";
 const KAGENT_ASK_USER: &str = "ask_user_request";
 
