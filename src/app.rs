@@ -56,6 +56,8 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             headers: Default::default(),
             visibility: Default::default(),
             forward_identity: None,
+            forward: Vec::new(),
+            force_extensions: false,
         });
     }
     let bindings = match &settings.binding_store {

@@ -8,6 +8,7 @@ pub(crate) mod context;
 pub(crate) mod dialect;
 pub(crate) mod history;
 pub(crate) mod interrupt;
+pub(crate) mod lane;
 pub(crate) mod projector;
 pub(crate) mod reply;
 pub(crate) mod request;

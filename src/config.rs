@@ -133,6 +133,30 @@ pub struct AgentConfig {
     /// A header that carries the caller identity on every upstream call of a run.
     #[serde(default)]
     pub forward_identity: Option<String>,
+    /// Cues forwarded on every run unless the run says otherwise (DESIGN §5, §8).
+    #[serde(default)]
+    pub forward: Vec<ForwardCue>,
+    /// Activate the gateway's extensions even when the card does not declare them.
+    #[serde(default)]
+    pub force_extensions: bool,
+}
+
+/// One cue of the forwarding lane (`forward: [...]`, DESIGN §5; `docs/forwarding.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForwardCue {
+    /// `RunAgentInput.context`.
+    Context,
+    /// The app's state, whole.
+    State,
+    /// The app's state as a patch since the gateway's last projection.
+    StatePatch,
+    /// `RunAgentInput.tools` (frontend tools).
+    Tools,
+    /// The transcript's system messages.
+    System,
+    /// The transcript's developer messages.
+    Developer,
 }
 
 /// `visibility`: who may see contexts on the upstream that were not created through the
@@ -296,6 +320,10 @@ pub struct AgentSettings {
     pub visibility: Visibility,
     /// The header that carries the caller identity upstream (`forward_identity`), if any.
     pub forward_identity: Option<HeaderName>,
+    /// Cues forwarded by default (`forward`).
+    pub forward: Vec<ForwardCue>,
+    /// `force_extensions`.
+    pub force_extensions: bool,
 }
 
 /// The validated configuration the gateway runs with.
@@ -429,6 +457,8 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
         headers,
         visibility: a.visibility,
         forward_identity,
+        forward: a.forward.clone(),
+        force_extensions: a.force_extensions,
     })
 }
 
@@ -542,6 +572,8 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             headers: BTreeMap::new(),
             visibility: Visibility::Owner,
             forward_identity: None,
+            forward: Vec::new(),
+            force_extensions: false,
         };
         // A flag replaces a file agent of the same name.
         let parsed = agent_settings(agents.len(), &cfg).map_err(|e| err("--agent", e.message))?;

@@ -15,7 +15,6 @@ use crate::a2a::card::{self, AgentCard};
 use crate::a2a::client::{Client, Endpoint};
 use crate::a2a::model::ProtocolVersion;
 use crate::config::AgentSettings;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 /// Card refresh period while an agent is ready.
 pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
@@ -37,25 +36,14 @@ impl Resolved {
     }
 }
 
-/// Asks for the extensions the gateway understands that the card declares (A2A 1.0 §4.6:
-/// `A2A-Extensions`, `X-A2A-Extensions` for 0.3 agents), unless the config sets the header:
-/// kagent's HITL extension, with which kagent sends structured approvals instead of text.
-fn activate_extensions(card: &AgentCard, version: ProtocolVersion, headers: &mut HeaderMap) {
-    let declared: Vec<&str> = crate::bridge::dialect::UNDERSTOOD_EXTENSIONS
+/// The extensions the gateway understands that `card` declares: asked for on every call
+/// (kagent's HITL extension: with it kagent sends structured approvals instead of text).
+fn understood_extensions(card: &AgentCard) -> Vec<String> {
+    crate::bridge::dialect::UNDERSTOOD_EXTENSIONS
         .iter()
-        .copied()
         .filter(|uri| card.declares_extension(uri))
-        .collect();
-    let name = match version {
-        ProtocolVersion::V1 => "a2a-extensions",
-        ProtocolVersion::V0_3 => "x-a2a-extensions",
-    };
-    if declared.is_empty() || headers.contains_key(name) {
-        return;
-    }
-    if let Ok(value) = HeaderValue::from_str(&declared.join(", ")) {
-        headers.insert(HeaderName::from_static(name), value);
-    }
+        .map(|uri| (*uri).to_owned())
+        .collect()
 }
 
 /// One configured agent.
@@ -245,19 +233,18 @@ impl Registry {
             let selection = card.select(s.protocol, &s.url, &fallback).ok_or_else(|| {
                 format!("{shown}: the card offers no JSON-RPC interface of A2A 1.0 or 0.3")
             })?;
-            let mut headers = s.headers.clone();
-            activate_extensions(&card, selection.version, &mut headers);
             let endpoint = Endpoint {
                 url: selection.url,
                 version: selection.version,
-                headers,
+                headers: s.headers.clone(),
             };
             let client = Client::new(
                 self.http.clone(),
                 endpoint,
                 self.max_event_bytes,
                 self.call_timeout,
-            );
+            )
+            .with_extensions(&understood_extensions(&card));
             let streaming = card.streaming();
             return Ok(Arc::new(Resolved {
                 card,
@@ -297,18 +284,14 @@ mod tests {
             "capabilities": {"extensions": [{"uri": "https://kagent.dev/extensions/hitl/v1"},
                 {"uri": "urn:other"}]}}))
         .unwrap();
-        let mut headers = HeaderMap::new();
-        activate_extensions(&card, ProtocolVersion::V1, &mut headers);
         assert_eq!(
-            headers["a2a-extensions"],
-            "https://kagent.dev/extensions/hitl/v1"
+            understood_extensions(&card),
+            ["https://kagent.dev/extensions/hitl/v1"]
         );
-        let mut old = HeaderMap::new();
-        activate_extensions(&card, ProtocolVersion::V0_3, &mut old);
-        assert!(old.contains_key("x-a2a-extensions"));
         let plain: AgentCard = serde_json::from_value(json!({"name": "p"})).unwrap();
-        let mut none = HeaderMap::new();
-        activate_extensions(&plain, ProtocolVersion::V1, &mut none);
-        assert!(none.is_empty(), "plain agents get no extension header");
+        assert!(
+            understood_extensions(&plain).is_empty(),
+            "plain agents get no extension header"
+        );
     }
 }

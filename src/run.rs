@@ -33,7 +33,7 @@ use crate::agui::{Event, RunAgentInput};
 use crate::binding::{BindingStore, ThreadRecord};
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Answer, Mode, Plan};
-use crate::bridge::{dialect, interrupt};
+use crate::bridge::{dialect, interrupt, lane};
 use crate::bridge::{Projector, RunFrame};
 use crate::config::{ContextIds, Limits, TimeoutSettings};
 use crate::error::RunError;
@@ -242,6 +242,8 @@ struct Run {
     sent_message_id: Option<String>,
     /// The threadId is asked of the upstream as a known context before the message goes.
     pick_up: bool,
+    /// What the forwarding lane adds to the message's metadata (DESIGN §8).
+    lane: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `client`, carrying the caller identity header if there is one.
@@ -288,6 +290,8 @@ impl Run {
         if agent.settings.context_ids == ContextIds::Client {
             candidates.thread_id = Some(input.thread_id.clone());
         }
+        let cues = lane::Cues::defaults(&agent.settings.forward).with(&plan.options.cues);
+        let carried = lane::carry(&input, &cues);
         let stored_binding = candidates.binding.clone();
         let resolved = candidates.resolve();
         let pick_up = may_pick_up
@@ -306,6 +310,7 @@ impl Run {
                 Action::Refuse(_) => Vec::new(),
                 _ => plan.resolves.clone(),
             },
+            state_digests: cues.state == Some(lane::StateForm::Patch),
             ..RunFrame::limited(&limits)
         };
         Self {
@@ -329,6 +334,7 @@ impl Run {
             recorded_task: None,
             sent_message_id: None,
             pick_up,
+            lane: carried,
         }
     }
 
@@ -468,6 +474,15 @@ impl Run {
         upstream: &Resolved,
         message: &OutgoingMessage,
     ) -> Result<(), Disconnected> {
+        let mut message = message.clone();
+        let force = self.agent.settings.force_extensions;
+        lane::attach(
+            &mut message,
+            &self.lane,
+            |uri| upstream.card.declares_extension(uri),
+            force,
+        );
+        let message = &message;
         self.sent_message_id = Some(message.message_id.clone());
         let streaming = upstream.streaming && self.plan.options.mode != Some(Mode::Send);
         match self.send(upstream, message, streaming).await {

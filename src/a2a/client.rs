@@ -186,6 +186,37 @@ impl Client {
         }
     }
 
+    /// This client asking, on top of its own, for the extensions `uris` (A2A 1.0 §4.6: the
+    /// `A2A-Extensions` header; `X-A2A-Extensions` for 0.3 agents), in one header value.
+    pub fn with_extensions(&self, uris: &[String]) -> Client {
+        let name = HeaderName::from_static(self.endpoint.version.extensions_header());
+        let mut all: Vec<String> = self
+            .endpoint
+            .headers
+            .get(&name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(',').map(|u| u.trim().to_owned()).collect())
+            .unwrap_or_default();
+        for uri in uris {
+            if !all.contains(uri) {
+                all.push(uri.clone());
+            }
+        }
+        match HeaderValue::from_str(&all.join(", ")) {
+            Ok(value) => self.with_header(name, value),
+            Err(_) => self.clone(),
+        }
+    }
+
+    /// The client for sending `msg`: asking for the extensions the message uses.
+    fn for_message(&self, msg: &OutgoingMessage) -> std::borrow::Cow<'_, Client> {
+        if msg.extensions.is_empty() {
+            std::borrow::Cow::Borrowed(self)
+        } else {
+            std::borrow::Cow::Owned(self.with_extensions(&msg.extensions))
+        }
+    }
+
     /// `SendStreamingMessage` / `message/stream`.
     pub async fn stream_message(
         &self,
@@ -195,7 +226,9 @@ impl Client {
         let method = self.method(Operation::Stream, "SendStreamingMessage")?;
         let params = self.endpoint.version.send_params(msg, history_length);
         // The head may come with the first event: the caller's `first_event` bounds both.
-        self.open_stream(method, params, None).await
+        self.for_message(msg)
+            .open_stream(method, params, None)
+            .await
     }
 
     /// `SubscribeToTask` / `tasks/resubscribe`; the response head within
@@ -216,7 +249,7 @@ impl Client {
     ) -> Result<StreamEvent, ClientError> {
         let method = self.method(Operation::Send, "SendMessage")?;
         let params = self.endpoint.version.send_params(msg, history_length);
-        let result = self.call(method, params, timeout).await?;
+        let result = self.for_message(msg).call(method, params, timeout).await?;
         Ok(self.endpoint.version.decode_event(&result))
     }
 

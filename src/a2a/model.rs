@@ -403,6 +403,15 @@ pub enum ProtocolVersion {
 }
 
 impl ProtocolVersion {
+    /// The header that activates extensions (A2A 1.0 §4.6 `A2A-Extensions`; 0.3
+    /// `X-A2A-Extensions`), lowercase.
+    pub fn extensions_header(self) -> &'static str {
+        match self {
+            Self::V1 => "a2a-extensions",
+            Self::V0_3 => "x-a2a-extensions",
+        }
+    }
+
     /// `"1.0"` or `"0.3"`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -131,7 +131,11 @@ impl PartialEq for RawJson {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub(crate) enum Outcome {
-    Success,
+    Success {
+        /// Frontend tool calls the app is to run (AG-UI 1.0; only for 1.0 clients).
+        #[serde(rename = "pendingToolCallIds", skip_serializing_if = "Vec::is_empty")]
+        pending_tool_call_ids: Vec<String>,
+    },
     Interrupt {
         interrupts: Vec<Interrupt>,
     },
@@ -184,7 +188,9 @@ mod tests {
         let e = Event::RunFinished {
             thread_id: "t".into(),
             run_id: "r".into(),
-            outcome: Some(Outcome::Success),
+            outcome: Some(Outcome::Success {
+                pending_tool_call_ids: Vec::new(),
+            }),
         };
         assert_eq!(
             serde_json::to_value(&e).unwrap(),

@@ -30,6 +30,12 @@ pub(crate) struct RunAgentInput {
     pub forwarded_props: Option<Value>,
     #[serde(default, deserialize_with = "null_default")]
     pub resume: Vec<ResumeEntry>,
+    /// Frontend tools (`{name, description, parameters}`), forwarded with `forwardTools`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub tools: Vec<Value>,
+    /// Readable context (`{description, value}`), forwarded with `forwardContext`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub context: Vec<Value>,
 }
 
 impl RunAgentInput {

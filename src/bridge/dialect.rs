@@ -44,6 +44,9 @@ pub(crate) enum Dialect {
     /// kagent's HITL extension (`tool_approval_request`, `ask_user_request`), answered in
     /// `metadata[KAGENT_HITL_URI]` with `message.extensions` naming it.
     KagentExtension { kind: KagentKind, ids: Vec<String> },
+    /// The agent called frontend tools (`agui-tool-call` data parts, DESIGN §8): the run
+    /// ends for the frontend to run them; each result goes back as an `agui-tool-result`.
+    FrontendTools { call_ids: Vec<String> },
 }
 
 /// The two kagent requests.
@@ -66,11 +69,13 @@ pub(crate) struct Request {
     pub response_schema: Option<Value>,
 }
 
-/// What the person answered: a resume payload, or the parts of their message.
+/// What the person answered: a resume payload, the parts of their message, or the results
+/// of frontend tools (`(toolCallId, content)` of the transcript's `tool` messages).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Reply {
     Payload(Value),
     Message(Vec<Part>),
+    ToolResults(Vec<(String, Value)>),
 }
 
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -137,6 +142,7 @@ pub(crate) fn read(message: Option<&Message>) -> Request {
     read_strands(&asked)
         .or_else(|| read_adk(&asked))
         .or_else(|| read_kagent_extension(&asked))
+        .or_else(|| read_frontend_tools(&asked))
         .or_else(|| read_gateway(&asked))
         .unwrap_or_else(|| plain(asked.text, request))
 }
@@ -290,6 +296,33 @@ fn read_kagent_extension(asked: &Asked<'_>) -> Option<Request> {
     })
 }
 
+/// Frontend tool calls (`agui-tool-call`, DESIGN §8), the wait for their results.
+fn read_frontend_tools(asked: &Asked<'_>) -> Option<Request> {
+    let calls: Vec<(String, String)> = asked
+        .datas
+        .iter()
+        .filter(|(d, _)| str_at(d, "type") == Some(tools::FRONTEND_TOOL_CALL))
+        .filter_map(|(d, m)| match tools::read(d, *m)? {
+            tools::ToolItem::Call { id, name, .. } => Some((id, name)),
+            tools::ToolItem::Result { .. } => None,
+        })
+        .collect();
+    let (first, _) = calls.first()?.clone();
+    let names: Vec<&str> = calls.iter().map(|(_, n)| n.as_str()).collect();
+    Some(Request {
+        question: asked
+            .text
+            .clone()
+            .or_else(|| Some(format!("The agent calls {}.", names.join(", ")))),
+        dialect: Dialect::FrontendTools {
+            call_ids: calls.into_iter().map(|(id, _)| id).collect(),
+        },
+        tool_call_id: Some(first),
+        request: None,
+        response_schema: None,
+    })
+}
+
 /// The gateway's own structured request (`a2a.input.request`): its schema is the
 /// response schema.
 fn read_gateway(asked: &Asked<'_>) -> Option<Request> {
@@ -335,6 +368,11 @@ fn reply_text(reply: &Reply) -> String {
             .or_else(|| approval_of(p).map(|a| if a { "yes" } else { "no" }.to_owned()))
             .unwrap_or_else(|| p.to_string()),
         Reply::Message(parts) => parts.iter().filter_map(Part::as_text).collect(),
+        Reply::ToolResults(results) => results
+            .iter()
+            .map(|(_, c)| c.as_str().map_or_else(|| c.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join("\n"),
     }
 }
 
@@ -373,7 +411,31 @@ fn reply_value(reply: &Reply) -> Value {
     match reply {
         Reply::Payload(p) => p.clone(),
         Reply::Message(_) => Value::String(reply_text(reply)),
+        Reply::ToolResults(results) => match results.as_slice() {
+            [(_, one)] => one.clone(),
+            many => Value::Array(many.iter().map(|(_, c)| c.clone()).collect()),
+        },
     }
+}
+
+/// The `agui-tool-result` parts for `call_ids`: the transcript's results by id, or the
+/// reply as every call's result.
+fn tool_results(call_ids: &[String], reply: &Reply) -> Vec<Part> {
+    let results: Vec<(String, Value)> = match reply {
+        Reply::ToolResults(results) => results.clone(),
+        other => call_ids
+            .iter()
+            .map(|id| (id.clone(), Value::String(reply_text(other))))
+            .collect(),
+    };
+    results
+        .into_iter()
+        .map(|(id, content)| {
+            Part::data(
+                json!({"type": tools::FRONTEND_TOOL_RESULT, "toolCallId": id, "content": content}),
+            )
+        })
+        .collect()
 }
 
 /// An answer written in a dialect: the message's parts, and its metadata and extensions
@@ -412,15 +474,9 @@ pub(crate) fn answer(request: &Request, reply: &Reply, interrupt_id: &str) -> Wr
                 }}))
             })
             .collect(),
+        Dialect::FrontendTools { call_ids } => tool_results(call_ids, reply),
         Dialect::AdkLongRunning { call_id, name } => {
-            let response = if name == ADK_CONFIRMATION {
-                json!({"confirmed": approval(reply)})
-            } else {
-                match reply_value(reply) {
-                    Value::Object(o) => Value::Object(o),
-                    other => json!({"answer": other}),
-                }
-            };
+            let response = adk_response(call_id, name, reply);
             let mut part = Part::data(json!({"id": call_id, "name": name, "response": response}));
             part.metadata = Some(json!({ ADK_TYPE: ADK_FUNCTION_RESPONSE }));
             vec![part]
@@ -443,6 +499,7 @@ pub(crate) fn answer(request: &Request, reply: &Reply, interrupt_id: &str) -> Wr
         Dialect::Text => match reply {
             Reply::Message(parts) => parts.clone(),
             Reply::Payload(Value::Object(_)) => gateway_answer(reply, interrupt_id),
+            Reply::ToolResults(_) => tool_results(&[], reply),
             Reply::Payload(_) => vec![Part::text(reply_text(reply))],
         },
     };
@@ -450,6 +507,34 @@ pub(crate) fn answer(request: &Request, reply: &Reply, interrupt_id: &str) -> Wr
         vec![Part::text(reply_text(reply))].into()
     } else {
         parts.into()
+    }
+}
+
+/// The `response` of an ADK function_response: a confirmation's decision; a frontend
+/// tool's result for the call (a JSON object as is, else `{"result": ...}`); an object
+/// payload as is, else `{"answer": ...}`.
+fn adk_response(call_id: &str, name: &str, reply: &Reply) -> Value {
+    if name == ADK_CONFIRMATION {
+        return json!({"confirmed": approval(reply)});
+    }
+    if let Reply::ToolResults(results) = reply {
+        let content = results
+            .iter()
+            .find(|(id, _)| id == call_id)
+            .or(results.first())
+            .map(|(_, c)| c.clone())
+            .unwrap_or(Value::Null);
+        let parsed = content
+            .as_str()
+            .and_then(|s| serde_json::from_str::<Value>(s).ok());
+        return match (content, parsed) {
+            (Value::Object(o), _) | (_, Some(Value::Object(o))) => Value::Object(o),
+            (other, _) => json!({"result": other}),
+        };
+    }
+    match reply_value(reply) {
+        Value::Object(o) => Value::Object(o),
+        other => json!({"answer": other}),
     }
 }
 
@@ -509,6 +594,7 @@ fn verbatim_parts(payload: &Value) -> Option<Vec<Part>> {
 fn gateway_answer(reply: &Reply, interrupt_id: &str) -> Vec<Part> {
     match reply {
         Reply::Message(parts) => parts.clone(),
+        Reply::ToolResults(_) => tool_results(&[], reply),
         Reply::Payload(p) => {
             let mut parts = Vec::new();
             if let Some(text) = str_at(p, "text").or_else(|| p.as_str()) {

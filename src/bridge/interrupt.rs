@@ -58,14 +58,18 @@ pub(crate) fn message_of(interrupt_id: &str) -> Option<&str> {
 }
 
 impl Pending {
-    /// Reads the question out of an interrupted status.
-    pub(crate) fn from_status(task_id: &str, context_id: &str, status: &TaskStatus) -> Self {
+    /// The question of an interrupted status, read in its dialect (`asked`).
+    pub(crate) fn from_status(
+        task_id: &str,
+        context_id: &str,
+        status: &TaskStatus,
+        asked: dialect::Request,
+    ) -> Self {
         let reason = if status.state == TaskState::AuthRequired {
             "a2a:auth_required"
         } else {
             "input_required"
         };
-        let asked = dialect::read(status.message.as_ref());
         Self {
             id: interrupt_id(task_id, status),
             task_id: task_id.to_owned(),

@@ -13,10 +13,11 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
+use super::dialect::{self, Dialect};
 use super::reply::{self, Piece, Replies, Step};
 use super::state::{self, add, layout, Op, Refusal, Shadow, StateLimits, Writer};
 use super::tools::{self, ToolItem};
-use super::{dialect, history, interrupt};
+use super::{history, interrupt, lane};
 use crate::a2a::model::{
     Artifact, ArtifactUpdate, Message, Part, PartContent, Role, StatusUpdate, StreamEvent, Task,
     TaskState, TaskStatus,
@@ -45,6 +46,9 @@ pub(crate) struct RunFrame {
     pub max_text_bytes: usize,
     /// What the state document is held to.
     pub state_limits: StateLimits,
+    /// The app's state goes to the agent as a patch: the run ends by recording the digests
+    /// of what it projected (`/a2a/stateDigests`, `docs/forwarding.md`).
+    pub state_digests: bool,
     /// Interrupts this run answers: once the upstream accepts the answer their activity
     /// moves to `stage: "resolved"` and `/a2a/pendingInterrupts` empties (DESIGN §7).
     pub resolves: Vec<String>,
@@ -522,9 +526,28 @@ impl Projector {
                 out.extend(self.fail(&RunError::TaskRejected(m)));
             }
             TaskState::InputRequired | TaskState::AuthRequired => {
+                let asked = dialect::read(status.message.as_ref());
+                // DESIGN §8: the agent waits for frontend tools; the run ends for the app to
+                // run them, and their results answer the task on the next run.
+                if let (TaskState::InputRequired, Dialect::FrontendTools { call_ids }) =
+                    (state, &asked.dialect)
+                {
+                    let pending_tool_call_ids = call_ids.clone();
+                    self.finish(
+                        Outcome::Success {
+                            pending_tool_call_ids,
+                        },
+                        out,
+                    );
+                    return;
+                }
                 let context = context_id.or(self.frame.context_id.as_deref());
-                let pending =
-                    interrupt::Pending::from_status(task_id, context.unwrap_or_default(), status);
+                let pending = interrupt::Pending::from_status(
+                    task_id,
+                    context.unwrap_or_default(),
+                    status,
+                    asked,
+                );
                 self.finish_interrupted(pending, out);
             }
             TaskState::Submitted | TaskState::Working | TaskState::Unknown(_) => {}
@@ -800,11 +823,30 @@ impl Projector {
     }
 
     fn finish_success(&mut self, out: &mut Vec<Event>) {
-        self.finish(Outcome::Success, out);
+        self.finish(
+            Outcome::Success {
+                pending_tool_call_ids: Vec::new(),
+            },
+            out,
+        );
     }
 
     fn finish_cancelled(&mut self, out: &mut Vec<Event>) {
         self.finish(Outcome::Cancelled, out);
+    }
+
+    /// Records what the app state looks like at the run's end, for the next run's state
+    /// patch (only when the lane forwards the state as a patch).
+    fn record_state_digests(&mut self, out: &mut Vec<Event>) {
+        let Some(shadow) = self.shadow.as_ref().filter(|_| self.frame.state_digests) else {
+            return;
+        };
+        let digests = lane::digests(&lane::app_state(Some(shadow.doc())));
+        self.delta(
+            vec![add(layout::state_digests(), digests)],
+            Writer::Gateway,
+            out,
+        );
     }
 
     /// Closes what is open and ends the run with `RUN_FINISHED`. The outcome goes to AG-UI
@@ -815,6 +857,10 @@ impl Projector {
             return;
         }
         self.close_messages(out);
+        self.record_state_digests(out);
+        if self.finished {
+            return;
+        }
         self.finished = true;
         out.push(Event::RunFinished {
             thread_id: self.frame.thread_id.clone(),
@@ -830,6 +876,7 @@ impl Projector {
             return;
         }
         self.close_messages(out);
+        self.record_state_digests(out);
         let entry = pending.state_entry();
         self.delta(
             vec![add(layout::pending_interrupt(&pending.id), entry)],

@@ -58,6 +58,7 @@ fn frame(v1_client: bool) -> RunFrame {
         max_text_bytes: 1 << 20,
         state_limits: crate::bridge::state::StateLimits::default(),
         resolves: Vec::new(),
+        state_digests: false,
     }
 }
 
@@ -1017,4 +1018,35 @@ fn a_rebuilt_history_shows_what_the_live_runs_showed() {
             );
         }
     }
+}
+
+#[test]
+fn a_frontend_tool_call_ends_the_run_for_the_app_to_run_it() {
+    // DESIGN §8: the agent waits (input-required) on an `agui-tool-call`.
+    let results = [
+        working_task(),
+        json!({"statusUpdate": {"taskId": "T", "contextId": "C", "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "q", "role": "ROLE_AGENT",
+            "parts": [{"data": {"type": "agui-tool-call", "toolCallId": "call-1",
+                "name": "pick_color", "args": {"palette": "warm"}}}]}}}}),
+    ];
+    let events = project_results(&results, frame(true));
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START")
+        .expect("the call is shown");
+    assert_eq!(start["toolCallName"], "pick_color");
+    let last = terminal(&events);
+    assert_eq!(
+        last["outcome"],
+        json!({"type": "success", "pendingToolCallIds": ["call-1"]})
+    );
+    assert_eq!(
+        final_state(&events)["a2a"]["task"]["state"],
+        "input-required"
+    );
+    assert!(
+        !types(&events).contains(&"ACTIVITY_SNAPSHOT"),
+        "no interrupt"
+    );
 }

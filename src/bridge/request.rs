@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::dialect::Reply;
 use super::interrupt;
+use super::lane::{CueOverrides, StateForm};
 use super::state::ClientView;
 use crate::a2a::model::{OutgoingMessage, Part, PartContent};
 use crate::agui::input::{Message, ResumeEntry, ResumeStatus};
@@ -30,6 +31,8 @@ pub(crate) struct RunOptions {
     pub task_id: Option<String>,
     pub subscribe_only: bool,
     pub history_length: Option<u32>,
+    /// The run's forwarding cues (DESIGN §5, §8).
+    pub cues: CueOverrides,
 }
 
 fn bad_props(message: impl Into<String>) -> RequestError {
@@ -100,6 +103,9 @@ impl Answer {
         let parts = match &self.reply {
             Reply::Message(parts) => parts.clone(),
             Reply::Payload(p) => vec![Part::data(p.clone())],
+            Reply::ToolResults(_) => {
+                super::dialect::answer(&super::dialect::read(None), &self.reply, "").parts
+            }
         };
         OutgoingMessage {
             message_id: self.message_id.clone(),
@@ -183,12 +189,40 @@ impl RunOptions {
                     || bad_props("forwardedProps.a2a.historyLength must be a non-negative integer"),
                 )?),
             };
+        let flag = |key: &str| -> Result<Option<bool>, RequestError> {
+            match props.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Bool(b)) => Ok(Some(*b)),
+                Some(_) => Err(bad_props(format!(
+                    "forwardedProps.a2a.{key} must be a boolean"
+                ))),
+            }
+        };
+        let state =
+            match props.get("forwardState") {
+                None | Some(Value::Null) => None,
+                Some(Value::Bool(false)) => Some(None),
+                Some(Value::Bool(true)) => Some(Some(StateForm::Whole)),
+                Some(Value::String(s)) if s == "whole" => Some(Some(StateForm::Whole)),
+                Some(Value::String(s)) if s == "patch" => Some(Some(StateForm::Patch)),
+                Some(_) => return Err(bad_props(
+                    "forwardedProps.a2a.forwardState must be true, false, \"whole\" or \"patch\"",
+                )),
+            };
+        let cues = CueOverrides {
+            context: flag("forwardContext")?,
+            tools: flag("forwardTools")?,
+            system: flag("includeSystemMessages")?,
+            developer: flag("includeDeveloperMessages")?,
+            state,
+        };
         Ok(Self {
             mode,
             context_id: string("contextId")?,
             task_id: string("taskId")?,
             subscribe_only,
             history_length,
+            cues,
         })
     }
 }
@@ -315,6 +349,10 @@ pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
             resolves: Vec::new(),
         });
     }
+    let results = trailing_tool_results(input);
+    if input.resume.is_empty() && !results.is_empty() {
+        return Ok(tool_results_plan(input, options, state_context_id, results));
+    }
     if input.resume.is_empty() {
         let user = user.ok_or(RequestError::NoUserMessage)?;
         let parts = content_parts(user.content.as_ref());
@@ -364,6 +402,64 @@ pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
         action,
         resolves,
     })
+}
+
+/// The results of frontend tools that end the transcript (`tool` messages after the
+/// assistant's calls), in order, with the id of the first: the run carries them back
+/// (DESIGN §8).
+fn trailing_tool_results(input: &RunAgentInput) -> Vec<(&Message, String, Value)> {
+    let mut results: Vec<(&Message, String, Value)> = input
+        .messages
+        .iter()
+        .rev()
+        .take_while(|m| m.role == "tool")
+        .filter_map(|m| {
+            let id = m.tool_call_id.clone()?;
+            Some((m, id, m.content.clone().unwrap_or(Value::Null)))
+        })
+        .collect();
+    results.reverse();
+    results
+}
+
+/// A run that carries frontend tool results to the task that called the tools (the
+/// waiting task of the client's state, or `taskId`), or to a new task in the context when
+/// there is none.
+fn tool_results_plan(
+    input: &RunAgentInput,
+    options: RunOptions,
+    state_context_id: Option<String>,
+    results: Vec<(&Message, String, Value)>,
+) -> Plan {
+    let message_id = results[0].0.id.clone();
+    let reply = Reply::ToolResults(results.into_iter().map(|(_, id, c)| (id, c)).collect());
+    let waiting = client_view(input).waiting_task_id().map(str::to_owned);
+    let from_state = options.task_id.is_none();
+    let action = match options.task_id.clone().or(waiting) {
+        Some(task_id) => Action::Answer(Answer {
+            task_id,
+            message_id,
+            reply,
+            interrupts: pending_ids(input).unwrap_or_default(),
+            from_state,
+            context_id: None,
+        }),
+        None => Action::Send(OutgoingMessage {
+            message_id,
+            parts: super::dialect::answer(&super::dialect::read(None), &reply, "").parts,
+            ..OutgoingMessage::default()
+        }),
+    };
+    let resolves = match &action {
+        Action::Answer(_) => pending_ids(input).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    Plan {
+        options,
+        state_context_id,
+        action,
+        resolves,
+    }
 }
 
 /// Why a resume cannot be carried out (a `RUN_ERROR`, DESIGN §7).
@@ -524,6 +620,33 @@ mod tests {
         assert_eq!(m.parts[0], Part::text("yes"));
         assert!(
             matches!(&m.parts[1].content, PartContent::Data(d) if d["type"] == "a2a.input.response")
+        );
+    }
+
+    #[test]
+    fn frontend_tool_results_answer_the_waiting_task() {
+        let i = input(json!({"threadId": "t", "runId": "r", "messages": [
+            {"id": "u", "role": "user", "content": "pick a color"},
+            {"id": "a", "role": "assistant", "toolCalls": [{"id": "call-1", "type": "function",
+                "function": {"name": "pick_color", "arguments": "{}"}}]},
+            {"id": "tool-1", "role": "tool", "toolCallId": "call-1", "content": "red"}],
+            "state": {"a2a": {"contextId": "c", "task": {"id": "T", "state": "input-required"}}}}));
+        let p = plan(&i).unwrap();
+        let Action::Answer(a) = p.action else {
+            panic!()
+        };
+        assert_eq!(a.task_id, "T");
+        assert_eq!(a.message_id, "tool-1");
+        let question: crate::a2a::model::Message = serde_json::from_value(json!({
+            "messageId": "q", "role": "agent", "parts": [{"kind": "data", "data": {
+                "type": "agui-tool-call", "toolCallId": "call-1", "name": "pick_color", "args": {}}}]}))
+        .unwrap();
+        let m = a.message(&super::super::dialect::read(Some(&question)));
+        assert_eq!(
+            m.parts,
+            vec![Part::data(
+                json!({"type": "agui-tool-result", "toolCallId": "call-1", "content": "red"})
+            )]
         );
     }
 

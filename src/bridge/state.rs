@@ -56,6 +56,14 @@ pub(crate) mod layout {
     pub(crate) const VIEW: &str = "view";
     /// `/view/artifacts`.
     pub(crate) const ARTIFACTS: &str = "artifacts";
+    /// `/a2a/stateDigests`: digests of the app state's members as last projected, for a
+    /// state patch on the next run (`docs/forwarding.md`).
+    pub(crate) const STATE_DIGESTS: &str = "stateDigests";
+
+    /// `/a2a/stateDigests`.
+    pub(crate) fn state_digests() -> PointerBuf {
+        PointerBuf::from_tokens([A2A, STATE_DIGESTS])
+    }
 
     /// `/a2a/task`.
     pub(crate) fn task() -> PointerBuf {
@@ -196,6 +204,11 @@ impl<'a> ClientView<'a> {
             .and_then(|a2a| a2a.get(layout::PENDING_INTERRUPTS)?.as_object())
             .map(|m| m.values().collect())
             .unwrap_or_default()
+    }
+
+    /// `/a2a/stateDigests`, if present.
+    pub(crate) fn state_digests(self) -> Option<&'a Map<String, Value>> {
+        self.0?.get(layout::STATE_DIGESTS)?.as_object()
     }
 
     /// The ids under `/a2a/pendingInterrupts`, if the member exists.

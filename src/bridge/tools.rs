@@ -25,6 +25,11 @@ const ADK_LONG_RUNNING: &str = "adk_is_long_running";
 const KAGENT_TYPE: &str = "kagent_type";
 const KAGENT_LONG_RUNNING: &str = "kagent_is_long_running";
 
+/// `type` of a data part calling a frontend tool (DESIGN §8).
+pub(crate) const FRONTEND_TOOL_CALL: &str = "agui-tool-call";
+/// `type` of the data part carrying a frontend tool's result back.
+pub(crate) const FRONTEND_TOOL_RESULT: &str = "agui-tool-result";
+
 /// The ADK reading of a part's metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct AdkPart<'a> {
@@ -93,7 +98,7 @@ fn kind<'a>(data: &'a Value, metadata: Option<&'a Value>) -> Option<&'a str> {
 /// Reads a tool call or result out of a data part, if it is one.
 pub(crate) fn read(data: &Value, metadata: Option<&Value>) -> Option<ToolItem> {
     match kind(data, metadata)? {
-        ADK_FUNCTION_CALL | "agui-tool-call" | "tool-call" => Some(ToolItem::Call {
+        ADK_FUNCTION_CALL | FRONTEND_TOOL_CALL | "tool-call" => Some(ToolItem::Call {
             id: first_str(data, &["id", "toolCallId"])?.to_owned(),
             name: first_str(data, &["name", "toolCallName", "toolName"])?.to_owned(),
             args: as_text(
@@ -102,7 +107,7 @@ pub(crate) fn read(data: &Value, metadata: Option<&Value>) -> Option<ToolItem> {
                     .find_map(|k| data.get(*k)),
             ),
         }),
-        ADK_FUNCTION_RESPONSE | "agui-tool-result" | "tool-result" => Some(ToolItem::Result {
+        ADK_FUNCTION_RESPONSE | FRONTEND_TOOL_RESULT | "tool-result" => Some(ToolItem::Result {
             id: first_str(data, &["id", "toolCallId"])?.to_owned(),
             content: as_text(
                 ["response", "content", "result", "output"]

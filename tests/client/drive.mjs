@@ -3,9 +3,13 @@
 //   node drive.mjs '<json script>'
 // Script: {"url": "...", "threadId": "...", "initialState": {...}?, "headers": {...}?,
 //          "steps": [Step]}
-// Step:   {"message": "text"?, "resume": {"status": "resolved"|"cancelled", "payload": any}?,
-//          "forwardedProps": {...}?, "abortAfterMs": n?, "abortOnEvent": "EVENT_TYPE"?}
-// A `resume` answers every pending interrupt of the previous step. Prints one JSON object:
+// Step:   {"message": "text" | ContentPart[]?, "resume": {"status": "resolved"|"cancelled",
+//          "payload": any}?, "toolResult": {"content": any}?, "forwardedProps": {...}?,
+//          "tools": [...]?, "context": [...]?, "state": {...}?, "abortAfterMs": n?,
+//          "abortOnEvent": "EVENT_TYPE"?}
+// A `resume` answers every pending interrupt of the previous step; a `toolResult` answers
+// every tool call of the transcript that has no result yet (as the app would after running
+// the frontend tool); `state` merges into the agent's state before the run. Prints one JSON object:
 // {"steps": [{events, failed, runErrors, warnings, messages, state, pendingInterrupts}]}.
 import { HttpAgent } from "@ag-ui/client";
 
@@ -37,8 +41,20 @@ for (const step of script.steps) {
   if (step.message !== undefined) {
     agent.addMessage({ id: `${script.threadId}-user-${n}`, role: "user", content: step.message });
   }
+  if (step.toolResult) {
+    const answered = new Set(agent.messages.filter((m) => m.role === "tool").map((m) => m.toolCallId));
+    for (const m of agent.messages) {
+      for (const call of m.toolCalls ?? []) {
+        if (answered.has(call.id)) continue;
+        agent.addMessage({ id: `${script.threadId}-tool-${call.id}`, role: "tool", toolCallId: call.id, content: step.toolResult.content });
+      }
+    }
+  }
+  if (step.state) agent.setState({ ...agent.state, ...step.state });
   const params = { runId: `${script.threadId}-run-${n}` };
   if (step.forwardedProps) params.forwardedProps = step.forwardedProps;
+  if (step.tools) params.tools = step.tools;
+  if (step.context) params.context = step.context;
   if (step.resume) {
     params.resume = agent.pendingInterrupts.map((i) => {
       const entry = { interruptId: i.id, status: step.resume.status };

@@ -415,28 +415,7 @@ async fn pydantic_ai_tool_reply_arrives_once() {
 
 /// Reads a task straight from the peer (JSON-RPC, bypassing the gateway).
 async fn upstream_task(p: &Peer, task_id: &str) -> Value {
-    let mut req = reqwest::Client::new().post(&p.url);
-    let method = if p.protocol == "0.3" {
-        "tasks/get"
-    } else {
-        req = req.header("A2A-Version", "1.0");
-        "GetTask"
-    };
-    let reply: Value = req
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": task_id}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let task = if reply["result"]["task"].is_object() {
-        &reply["result"]["task"]
-    } else {
-        &reply["result"]
-    };
-    assert!(task["status"].is_object(), "{method} {task_id}: {reply}");
-    task.clone()
+    upstream_get_task(&p.url, p.protocol, task_id).await
 }
 
 /// `completed` for both `completed` (0.3) and `TASK_STATE_COMPLETED` (1.0).

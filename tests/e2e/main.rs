@@ -554,20 +554,10 @@ async fn stalls_broken_upstreams_and_oversized_events_end_in_run_errors() {
     }
 }
 
-/// JSON-RPC `GetTask` straight to an upstream, bypassing the gateway.
+/// The state of a task read straight from a 1.0 upstream, bypassing the gateway.
 async fn upstream_task_state(upstream_url: &str, task_id: &str) -> String {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id, "historyLength": 0}});
-    let reply: Value = reqwest::Client::new()
-        .post(upstream_url)
-        .header("A2A-Version", "1.0")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    reply["result"]["status"]["state"]
+    let task = upstream_get_task(upstream_url, "1.0", task_id).await;
+    task["status"]["state"]
         .as_str()
         .unwrap_or_default()
         .to_owned()

@@ -192,6 +192,33 @@ pub async fn a2a_send(url: &str, message_id: &str, context_id: &str, text: &str)
     reply
 }
 
+/// A task read straight from an upstream, bypassing the gateway: `GetTask` (with
+/// `A2A-Version: 1.0`) or, for `protocol` "0.3", `tasks/get`.
+pub async fn upstream_get_task(url: &str, protocol: &str, task_id: &str) -> Value {
+    let mut req = reqwest::Client::new().post(url);
+    let method = if protocol == "0.3" {
+        "tasks/get"
+    } else {
+        req = req.header("A2A-Version", "1.0");
+        "GetTask"
+    };
+    let reply: Value = req
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": task_id}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = if reply["result"]["task"].is_object() {
+        &reply["result"]["task"]
+    } else {
+        &reply["result"]
+    };
+    assert!(task["status"].is_object(), "{method} {task_id}: {reply}");
+    task.clone()
+}
+
 /// The client's activity message (interrupts), if any.
 pub fn activity(step: &Value) -> &Value {
     step["messages"]

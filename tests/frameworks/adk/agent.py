@@ -1,7 +1,8 @@
 """A scripted Google ADK (google-adk 2.13.0) agent served over A2A with ADK's own `to_a2a`.
 
 Usage: python agent.py [--port 0] [--streaming sse|none] [--executor legacy|v2] [--parent-pid PID]
-Prints "READY <base-url>" on stdout once it listens on 127.0.0.1; logs go to stderr.
+Prints "READY <base-url>" on stdout once it is ready to serve on 127.0.0.1 (see
+tests/peer_serve.py); logs go to stderr.
 
 The model is a custom `BaseLlm` (no network, no key). In streaming mode it feeds scripted
 `GenerateContentResponse` chunks through ADK's own `StreamingResponseAggregator`, exactly as
@@ -30,7 +31,6 @@ import asyncio
 import json
 import logging
 import os
-import socket
 import sys
 import warnings
 from typing import AsyncGenerator
@@ -38,7 +38,6 @@ from typing import AsyncGenerator
 # ADK marks all of its A2A support [EXPERIMENTAL] with a UserWarning on every use.
 warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
 
-import uvicorn
 from google.adk.a2a.converters.request_converter import convert_a2a_request_to_agent_run_request
 from google.adk.a2a.executor.a2a_agent_executor import A2aAgentExecutor
 from google.adk.a2a.executor.config import A2aAgentExecutorConfig
@@ -51,6 +50,9 @@ from google.adk.models.llm_response import LlmResponse
 from google.adk.tools import FunctionTool, LongRunningFunctionTool
 from google.adk.utils.streaming_utils import StreamingResponseAggregator
 from google.genai import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from peer_serve import serve  # noqa: E402 (tests/peer_serve.py)
 
 NAME = "adk"
 HELLO = ["Hello from adk.", " This reply", " arrives in chunks."]
@@ -189,13 +191,6 @@ def main():
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     logging.getLogger("scripted").setLevel(args.log_level.upper())
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    base = f"http://127.0.0.1:{port}/"
-
     mode = StreamingMode.SSE if args.streaming == "sse" else StreamingMode.NONE
 
     def request_converter(context, part_converter):
@@ -208,36 +203,17 @@ def main():
     def executor_factory(runner):
         return A2aAgentExecutor(runner=runner, config=config, force_new_version=args.executor == "v2")
 
-    app = to_a2a(
-        build_agent(),
-        host="127.0.0.1",
-        port=port,
-        protocol="http",
-        agent_executor_factory=executor_factory,
-    )
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    def build(_base, port):
+        return to_a2a(
+            build_agent(),
+            host="127.0.0.1",
+            port=port,
+            protocol="http",
+            agent_executor_factory=executor_factory,
+        )
 
-    async def run():
-        async def watch_parent():
-            while True:
-                await asyncio.sleep(0.5)
-                try:
-                    os.kill(args.parent_pid, 0)
-                except OSError:
-                    server.should_exit = True
-                    return
-
-        if args.parent_pid:
-            asyncio.get_running_loop().create_task(watch_parent())
-        serve = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-        # The card and JSON-RPC routes are attached in the app's lifespan: READY after startup.
-        while not server.started and not serve.done():
-            await asyncio.sleep(0.01)
-        if server.started:
-            print(f"READY {base}", flush=True)
-        await serve
-
-    asyncio.run(run())
+    # The card and JSON-RPC routes are attached in the app's lifespan, hence lifespan="on".
+    serve(build, port=args.port, parent_pid=args.parent_pid, lifespan="on")
 
 
 if __name__ == "__main__":

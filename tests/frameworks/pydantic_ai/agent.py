@@ -1,7 +1,8 @@
 """A scripted pydantic-ai agent served over A2A by fasta2a: a real-framework test peer.
 
 Usage: python agent.py [--port 0] [--parent-pid PID]
-Prints "READY <base-url>" on stdout once it listens on 127.0.0.1; logs go to stderr.
+Prints "READY <base-url>" on stdout once it is ready to serve on 127.0.0.1 (see
+tests/peer_serve.py); logs go to stderr.
 
 pydantic-ai 2.x has no `Agent.to_a2a()` any more; its replacement is
 `fasta2a.pydantic_ai.agent_to_a2a` (fasta2a 2.1.1, in-memory storage and broker by default).
@@ -28,10 +29,8 @@ import asyncio
 import json
 import logging
 import os
-import socket
 import sys
 
-import uvicorn
 from fasta2a.pydantic_ai import agent_to_a2a
 from fasta2a.schema import Skill
 from pydantic_ai import Agent, DeferredToolRequests
@@ -45,6 +44,9 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from peer_serve import serve  # noqa: E402 (tests/peer_serve.py)
 
 FW = "pydantic_ai"
 HELLO = [f"Hello from {FW}.", " This reply", " arrives in chunks."]
@@ -145,51 +147,25 @@ def main() -> int:
     parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
     args = parser.parse_args()
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    base = f"http://127.0.0.1:{port}/"
+    def build(base: str, _port: int):
+        return agent_to_a2a(
+            build_agent(),
+            url=base,
+            description="Scripted pydantic-ai agent (FunctionModel) served by fasta2a, for gateway tests.",
+            skills=[
+                Skill(
+                    id="scripted",
+                    name="Scripted scenarios",
+                    description="hello | tool | approve (first word of the user message)",
+                    tags=["test"],
+                    input_modes=["text/plain"],
+                    output_modes=["text/plain", "application/json"],
+                )
+            ],
+        )
 
-    app = agent_to_a2a(
-        build_agent(),
-        url=base,
-        description="Scripted pydantic-ai agent (FunctionModel) served by fasta2a, for gateway tests.",
-        skills=[
-            Skill(
-                id="scripted",
-                name="Scripted scenarios",
-                description="hello | tool | approve (first word of the user message)",
-                tags=["test"],
-                input_modes=["text/plain"],
-                output_modes=["text/plain", "application/json"],
-            )
-        ],
-    )
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-
-    async def run() -> None:
-        async def watch_parent() -> None:
-            while True:
-                await asyncio.sleep(0.5)
-                try:
-                    os.kill(args.parent_pid, 0)
-                except OSError:
-                    server.should_exit = True
-                    return
-
-        if args.parent_pid:
-            asyncio.get_running_loop().create_task(watch_parent())
-        serve = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-        # READY only once the lifespan (task manager, broker, worker) has started.
-        while not server.started and not serve.done():
-            await asyncio.sleep(0.01)
-        if server.started:
-            print(f"READY {base}", flush=True)
-        await serve
-
-    asyncio.run(run())
+    # READY only once the lifespan (task manager, broker, worker) has started.
+    serve(build, port=args.port, parent_pid=args.parent_pid)
     return 0
 
 

@@ -2,7 +2,8 @@
 strands.multiagent.a2a.A2AServer: the model is scripted, everything else is the framework.
 
 Usage: python agent.py [--port 0] [--mode default|compliant] [--parent-pid PID]
-Prints "READY <base-url>" on stdout once it listens on 127.0.0.1; logs go to stderr.
+Prints "READY <base-url>" on stdout once it is ready to serve on 127.0.0.1 (see
+tests/peer_serve.py); logs go to stderr.
 
 --mode default    A2AServer(enable_a2a_compliant_streaming=False): text chunks as
                   `working` status updates, then one whole-text artifact, then `completed`.
@@ -25,16 +26,17 @@ import json
 import logging
 import os
 import re
-import socket
 import sys
 import warnings
 from typing import Any, AsyncGenerator
 
-import uvicorn
 from strands import Agent, tool
 from strands.models.model import Model
 from strands.multiagent.a2a import A2AServer
 from strands.types.tools import ToolContext
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from peer_serve import serve  # noqa: E402 (tests/peer_serve.py)
 
 FW = "strands"
 APPROVAL_QUESTION = "Approve sending the report?"
@@ -167,38 +169,15 @@ def main() -> int:
         # The default mode warns on every request that it is not spec-conformant.
         warnings.simplefilter("ignore")
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    base = f"http://127.0.0.1:{port}/"
+    def build(base: str, _port: int):
+        return A2AServer(
+            agent_factory=make_agent,
+            http_url=base,
+            version="1.62.0",
+            enable_a2a_compliant_streaming=args.mode == "compliant",
+        ).to_starlette_app()
 
-    server = A2AServer(
-        agent_factory=make_agent,
-        http_url=base,
-        version="1.62.0",
-        enable_a2a_compliant_streaming=args.mode == "compliant",
-    )
-    app = server.to_starlette_app()
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    print(f"READY {base}", flush=True)
-
-    async def run() -> None:
-        async def watch_parent() -> None:
-            while True:
-                await asyncio.sleep(0.5)
-                try:
-                    os.kill(args.parent_pid, 0)
-                except OSError:
-                    uv.should_exit = True
-                    return
-
-        if args.parent_pid:
-            asyncio.get_running_loop().create_task(watch_parent())
-        await uv.serve(sockets=[sock])
-
-    asyncio.run(run())
+    serve(build, port=args.port, parent_pid=args.parent_pid)
     return 0
 
 
