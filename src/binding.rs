@@ -152,6 +152,40 @@ impl BindingStore {
         }
     }
 
+    /// Claims the answer to `interrupt_id` on `agent` for one run (DESIGN §7: a resume sent
+    /// twice at once goes upstream once): `false` if another run holds it. The claim lasts
+    /// `ttl` — an interrupt is answered once — unless released after a refusal. A store
+    /// that does not answer grants it (the GetTask check still stops sequential replays).
+    pub(crate) async fn claim_answer(
+        &self,
+        agent: &str,
+        interrupt_id: &str,
+        ttl: std::time::Duration,
+    ) -> bool {
+        match &self.kind {
+            Kind::Memory(m) => m.claim_answer(agent, interrupt_id, ttl),
+            Kind::Redis(r) => r
+                .claim_answer(agent, interrupt_id, ttl)
+                .await
+                .unwrap_or_else(|_| {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                    true
+                }),
+        }
+    }
+
+    /// Gives a claim back: the upstream did not take the answer, another may be sent.
+    pub(crate) async fn release_answer(&self, agent: &str, interrupt_id: &str) {
+        match &self.kind {
+            Kind::Memory(m) => m.release_answer(agent, interrupt_id),
+            Kind::Redis(r) => {
+                if r.release_answer(agent, interrupt_id).await.is_err() {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     /// The count of failed operations since start, live.
     pub(crate) fn errors(&self) -> Arc<AtomicU64> {
         self.errors.clone()

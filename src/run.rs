@@ -310,7 +310,8 @@ impl Run {
                 Action::Refuse(_) => Vec::new(),
                 _ => plan.resolves.clone(),
             },
-            state_digests: cues.state == Some(lane::StateForm::Patch),
+            // Whenever the agent is given the state, what it was given is recorded.
+            state_digests: cues.state.is_some(),
             ..RunFrame::limited(&limits)
         };
         Self {
@@ -525,15 +526,9 @@ impl Run {
             _ => None,
         };
         match (asked, question) {
-            (Some(id), Some(question)) => {
-                self.projector.answering(&id);
-                let request = dialect::read(Some(question));
-                self.send_or_fail(upstream, &answer.message(&request)).await
-            }
-            (Some(id), None) if answer.from_state => {
-                self.projector.answering(&id);
-                let request = dialect::read(None);
-                self.send_or_fail(upstream, &answer.message(&request)).await
+            (Some(id), question) if question.is_some() || answer.from_state => {
+                let message = answer.message(&dialect::read(question));
+                self.send_answer(upstream, &task, &id, &message).await
             }
             _ if answer.from_state => {
                 tracing::info!(
@@ -548,6 +543,33 @@ impl Run {
                 self.follow(upstream, &task).await
             }
         }
+    }
+
+    /// Sends the answer to the question `interrupt_id` of `task` once: a run that finds
+    /// another answering it (a resume sent twice at once) follows the task instead; a claim
+    /// the upstream refused is given back, so a proper answer can follow.
+    async fn send_answer(
+        &mut self,
+        upstream: &Resolved,
+        task: &Task,
+        interrupt_id: &str,
+        message: &OutgoingMessage,
+    ) -> Result<(), Disconnected> {
+        let agent = self.agent.settings.name.clone();
+        self.projector.answering(interrupt_id);
+        let claimed = self
+            .bindings
+            .claim_answer(&agent, interrupt_id, self.timeouts.run)
+            .await;
+        if !claimed {
+            tracing::info!(task_id = %Shown(&task.id), "another run is answering this question; following the task");
+            return self.follow(upstream, task).await;
+        }
+        let sent = self.send_or_fail(upstream, message).await;
+        if !self.projector.was_accepted() {
+            self.bindings.release_answer(&agent, interrupt_id).await;
+        }
+        sent
     }
 
     /// DESIGN §4 pick-up: if the upstream (A2A 1.0) knows the threadId as a context, the

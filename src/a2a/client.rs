@@ -189,6 +189,9 @@ impl Client {
     /// This client asking, on top of its own, for the extensions `uris` (A2A 1.0 §4.6: the
     /// `A2A-Extensions` header; `X-A2A-Extensions` for 0.3 agents), in one header value.
     pub fn with_extensions(&self, uris: &[String]) -> Client {
+        if uris.is_empty() {
+            return self.clone();
+        }
         let name = HeaderName::from_static(self.endpoint.version.extensions_header());
         let mut all: Vec<String> = self
             .endpoint

@@ -23,6 +23,8 @@ pub(crate) struct MemoryStore {
     owners: DashMap<(String, String), (String, String)>,
     /// (owner, agent, threadId) -> the thread's last task.
     tasks: DashMap<Key, String>,
+    /// (agent, interruptId) -> until when its answer is claimed.
+    answers: DashMap<(String, String), std::time::Instant>,
     capacity: usize,
 }
 
@@ -39,8 +41,36 @@ impl MemoryStore {
             map: DashMap::new(),
             owners: DashMap::new(),
             tasks: DashMap::new(),
+            answers: DashMap::new(),
             capacity: capacity.max(8),
         }
+    }
+
+    pub(crate) fn claim_answer(
+        &self,
+        agent: &str,
+        interrupt_id: &str,
+        ttl: std::time::Duration,
+    ) -> bool {
+        let now = std::time::Instant::now();
+        let key = (agent.to_owned(), interrupt_id.to_owned());
+        evict_if_full(&self.answers, &key, self.capacity);
+        match self.answers.entry(key) {
+            dashmap::Entry::Occupied(held) if *held.get() > now => false,
+            dashmap::Entry::Occupied(mut expired) => {
+                expired.insert(now + ttl);
+                true
+            }
+            dashmap::Entry::Vacant(free) => {
+                free.insert(now + ttl);
+                true
+            }
+        }
+    }
+
+    pub(crate) fn release_answer(&self, agent: &str, interrupt_id: &str) {
+        self.answers
+            .remove(&(agent.to_owned(), interrupt_id.to_owned()));
     }
 
     fn key(owner: &str, agent: &str, thread_id: &str) -> Key {
@@ -120,6 +150,18 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_is_claimed_once_until_released_or_expired() {
+        let s = MemoryStore::default();
+        let long = std::time::Duration::from_secs(60);
+        assert!(s.claim_answer("a", "i", long));
+        assert!(!s.claim_answer("a", "i", long), "held");
+        assert!(s.claim_answer("b", "i", long), "per agent");
+        s.release_answer("a", "i");
+        assert!(s.claim_answer("a", "i", std::time::Duration::ZERO));
+        assert!(s.claim_answer("a", "i", long), "an expired claim is free");
+    }
 
     #[test]
     fn a_context_remembers_who_created_it() {

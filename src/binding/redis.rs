@@ -47,6 +47,18 @@ pub(crate) fn key(owner: &str, agent: &str, thread_id: &str) -> String {
     key
 }
 
+/// Prefix of answer claims: agent + interruptId, held while one run answers it.
+pub(crate) const ANSWER_PREFIX: &str = "agui-a2a-gateway:answer:";
+
+/// The Redis key of the claim on the answer to `interrupt_id` on `agent`.
+pub(crate) fn answer_key(agent: &str, interrupt_id: &str) -> String {
+    let mut key = String::from(ANSWER_PREFIX);
+    escape_into(&mut key, agent);
+    key.push(':');
+    escape_into(&mut key, interrupt_id);
+    key
+}
+
 /// Prefix of the thread index: one hash per owner and agent, threadId -> ThreadRecord JSON.
 pub(crate) const THREADS_PREFIX: &str = "agui-a2a-gateway:threads:";
 
@@ -190,6 +202,34 @@ impl RedisStore {
             .arg("EX")
             .arg(self.ttl_s);
         self.call(&cmd, CALL_TIMEOUT, true).await
+    }
+
+    /// `SET key 1 NX PX ttl`: `true` if this run now holds the claim.
+    pub(crate) async fn claim_answer(
+        &self,
+        agent: &str,
+        interrupt_id: &str,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let mut cmd = ::redis::cmd("SET");
+        cmd.arg(answer_key(agent, interrupt_id))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
+        let set: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
+        Ok(set.is_some())
+    }
+
+    /// `DEL` of the claim.
+    pub(crate) async fn release_answer(
+        &self,
+        agent: &str,
+        interrupt_id: &str,
+    ) -> Result<(), Unavailable> {
+        let mut cmd = ::redis::cmd("DEL");
+        cmd.arg(answer_key(agent, interrupt_id));
+        self.call::<()>(&cmd, CALL_TIMEOUT, true).await
     }
 
     /// Records the thread's context and last task in the owner's thread index (`HSET`),

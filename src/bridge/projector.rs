@@ -46,8 +46,9 @@ pub(crate) struct RunFrame {
     pub max_text_bytes: usize,
     /// What the state document is held to.
     pub state_limits: StateLimits,
-    /// The app's state goes to the agent as a patch: the run ends by recording the digests
-    /// of what it projected (`/a2a/stateDigests`, `docs/forwarding.md`).
+    /// The app's state goes to the agent: the run ends by recording the digests of what it
+    /// projected (`/a2a/stateDigests`), the base of the next run's state patch
+    /// (`docs/forwarding.md`).
     pub state_digests: bool,
     /// Interrupts this run answers: once the upstream accepts the answer their activity
     /// moves to `stage: "resolved"` and `/a2a/pendingInterrupts` empties (DESIGN §7).
@@ -72,6 +73,8 @@ struct ArtifactTrack {
     pointer: PointerBuf,
     text: String,
     message_id: String,
+    /// Its last chunk came (or it arrived whole).
+    complete: bool,
 }
 
 /// Projects one run's A2A stream into AG-UI events.
@@ -137,11 +140,15 @@ impl Projector {
     /// True if `event` re-publishes a status this run answers (DESIGN §7): the a2a-js SDK
     /// opens every execution with the task as it was, still waiting on the old question.
     fn is_stale_snapshot(&self, event: &StreamEvent) -> bool {
-        let (task_id, status) = match event {
-            StreamEvent::Task(t) => (t.id.as_str(), &t.status),
-            StreamEvent::StatusUpdate(u) => (u.task_id.as_str(), &u.status),
-            _ => return false,
-        };
+        match event {
+            StreamEvent::Task(t) => self.is_stale_status(&t.id, &t.status),
+            StreamEvent::StatusUpdate(u) => self.is_stale_status(&u.task_id, &u.status),
+            _ => false,
+        }
+    }
+
+    /// True if `status` of `task_id` still waits on a question this run answers.
+    fn is_stale_status(&self, task_id: &str, status: &TaskStatus) -> bool {
         status.state.is_interrupted() && {
             let id = interrupt::interrupt_id(task_id, status);
             self.answered.contains(&id) || self.frame.resolves.contains(&id)
@@ -173,6 +180,11 @@ impl Projector {
                 )],
             });
         }
+    }
+
+    /// True once the upstream accepted the run's message (its first event came).
+    pub(crate) fn was_accepted(&self) -> bool {
+        self.accepted
     }
 
     /// True once the terminal event was returned.
@@ -258,6 +270,11 @@ impl Projector {
             messages: history::merge(client_messages, history::messages(&[task])),
         });
         self.mark_shown(task);
+        // Still waiting on the question this run answers (another run's answer is on its
+        // way): not the outcome; the run follows the task.
+        if self.is_stale_status(&task.id, &task.status) {
+            return out;
+        }
         self.on_task(task, &mut out);
         end_at_terminal(&mut out);
         out
@@ -515,7 +532,10 @@ impl Projector {
         }
         let message = status_text.filter(|t| !t.is_empty());
         match state {
-            TaskState::Completed => self.finish_success(out),
+            TaskState::Completed => {
+                self.complete_artifacts(out);
+                self.finish_success(out)
+            }
             TaskState::Canceled => self.finish_cancelled(out),
             TaskState::Failed => {
                 let m = message.unwrap_or_else(|| "The A2A task failed.".into());
@@ -565,11 +585,8 @@ impl Projector {
         for part in &msg.parts {
             match &part.content {
                 PartContent::Text(t) => text.push_str(t),
-                PartContent::Data(d) if asking => {
-                    if let Some(item) = tools::read(d, part.metadata.as_ref()) {
-                        self.on_tool(item, out);
-                    }
-                }
+                // A question's own data is its request; calls and state updates still apply.
+                PartContent::Data(d) if asking && !is_agent_update(d, part) => {}
                 PartContent::Data(d) => self.on_data_part(d, part, out),
                 _ => out.push(raw_event(json!({"part": part_json(part)}))),
             }
@@ -630,7 +647,7 @@ impl Projector {
         }
         match data.get("type").and_then(Value::as_str) {
             // DESIGN §8: an agent may update the app's shared state.
-            Some("agui-state-snapshot") => {
+            Some(AGENT_STATE_SNAPSHOT) => {
                 let (Some(snapshot), Some(shadow)) = (data.get("snapshot"), &mut self.shadow)
                 else {
                     return;
@@ -644,7 +661,7 @@ impl Projector {
                     }
                 }
             }
-            Some("agui-state-delta") => {
+            Some(AGENT_STATE_DELTA) => {
                 let patch = data.get("patch").cloned().unwrap_or(Value::Null);
                 let Ok(ops) = serde_json::from_value::<Vec<Op>>(patch) else {
                     out.push(raw_event(json!({"gatewayNote": "state patch skipped",
@@ -796,15 +813,18 @@ impl Projector {
                 pointer: pointer.clone(),
                 text: String::new(),
                 message_id,
+                complete: false,
             });
             track.pointer = pointer;
             track.text = chunk_text.clone();
+            track.complete = last_chunk;
         }
         let track = self.artifacts.get_mut(&key).expect("tracked above");
         if append && known {
             track.text.push_str(&chunk_text);
         }
         if last_chunk && append && known {
+            track.complete = true;
             let at = |field| layout::artifact_field(&track.pointer, field);
             ops.push(add(at("complete"), json!(true)));
             ops.push(add(at("text"), json!(track.text)));
@@ -822,6 +842,25 @@ impl Projector {
         self.emit_steps(steps, out);
     }
 
+    /// A completed task's artifacts are complete, `lastChunk` or not: each one still open
+    /// gets `complete: true` and its final `text`.
+    fn complete_artifacts(&mut self, out: &mut Vec<Event>) {
+        let mut ops = Vec::new();
+        let mut open: Vec<&mut ArtifactTrack> = self
+            .artifacts
+            .values_mut()
+            .filter(|a| !a.complete)
+            .collect();
+        open.sort_by(|a, b| a.pointer.cmp(&b.pointer));
+        for track in open {
+            track.complete = true;
+            let at = |field| layout::artifact_field(&track.pointer, field);
+            ops.push(add(at("complete"), json!(true)));
+            ops.push(add(at("text"), json!(track.text)));
+        }
+        self.delta(ops, Writer::Gateway, out);
+    }
+
     fn finish_success(&mut self, out: &mut Vec<Event>) {
         self.finish(
             Outcome::Success {
@@ -836,7 +875,7 @@ impl Projector {
     }
 
     /// Records what the app state looks like at the run's end, for the next run's state
-    /// patch (only when the lane forwards the state as a patch).
+    /// patch (only when the lane forwards the state).
     fn record_state_digests(&mut self, out: &mut Vec<Event>) {
         let Some(shadow) = self.shadow.as_ref().filter(|_| self.frame.state_digests) else {
             return;
@@ -902,6 +941,21 @@ impl Projector {
         });
     }
 }
+
+/// A data part that acts on its own wherever it comes: a tool call or result, a state
+/// update, an A2UI operation.
+fn is_agent_update(data: &Value, part: &Part) -> bool {
+    tools::read(data, part.metadata.as_ref()).is_some()
+        || matches!(
+            data.get("type").and_then(Value::as_str),
+            Some(AGENT_STATE_SNAPSHOT | AGENT_STATE_DELTA)
+        )
+        || a2ui_operation(data).is_some()
+}
+
+/// DESIGN §8: an agent's update of the app's shared state.
+const AGENT_STATE_SNAPSHOT: &str = "agui-state-snapshot";
+const AGENT_STATE_DELTA: &str = "agui-state-delta";
 
 fn raw_event(event: Value) -> Event {
     Event::Raw {

@@ -1050,3 +1050,39 @@ fn a_frontend_tool_call_ends_the_run_for_the_app_to_run_it() {
         "no interrupt"
     );
 }
+
+#[test]
+fn a_completed_tasks_artifacts_are_complete_without_a_last_chunk() {
+    let results = [
+        working_task(),
+        json!({"artifactUpdate": {"taskId": "T", "contextId": "C",
+            "artifact": {"artifactId": "a1", "parts": [{"text": "half"}]}}}),
+        json!({"artifactUpdate": {"taskId": "T", "contextId": "C", "append": true,
+            "artifact": {"artifactId": "a1", "parts": [{"text": " and half"}]}}}),
+        json!({"statusUpdate": {"taskId": "T", "contextId": "C",
+            "status": {"state": "TASK_STATE_COMPLETED"}}}),
+    ];
+    let events = project_results(&results, frame(true));
+    let artifact = &final_state(&events)["view"]["artifacts"]["a1"];
+    assert_eq!(artifact["complete"], true);
+    assert_eq!(artifact["text"], "half and half");
+}
+
+#[test]
+fn state_updates_in_a_question_still_apply() {
+    let results = [
+        working_task(),
+        json!({"statusUpdate": {"taskId": "T", "contextId": "C", "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "q", "role": "ROLE_AGENT",
+            "parts": [{"text": "Confirm?"},
+                {"data": {"type": "agui-state-delta", "patch": [{"op": "add", "path": "/plan", "value": "p"}]}},
+                {"data": {"type": "a2a.input.request", "schema": {"type": "object"}}}]}}}}),
+    ];
+    let events = project_results(&results, frame(true));
+    assert_eq!(final_state(&events)["plan"], "p");
+    assert!(
+        !types(&events).contains(&"RAW"),
+        "the request is no RAW event"
+    );
+    assert_eq!(terminal(&events)["outcome"]["type"], "interrupt");
+}

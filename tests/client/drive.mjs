@@ -3,7 +3,7 @@
 //   node drive.mjs '<json script>'
 // Script: {"url": "...", "threadId": "...", "initialState": {...}?, "headers": {...}?,
 //          "steps": [Step]}
-// Step:   {"message": "text" | ContentPart[]?, "resume": {"status": "resolved"|"cancelled",
+// Step:   {"system": "text"?, "message": "text" | ContentPart[]?, "resume": {"status": "resolved"|"cancelled",
 //          "payload": any}?, "toolResult": {"content": any}?, "forwardedProps": {...}?,
 //          "tools": [...]?, "context": [...]?, "state": {...}?, "abortAfterMs": n?,
 //          "abortOnEvent": "EVENT_TYPE"?}
@@ -38,6 +38,9 @@ for (const step of script.steps) {
   const events = [];
   const runErrors = [];
   let failed = null;
+  if (step.system !== undefined) {
+    agent.addMessage({ id: `${script.threadId}-system-${n}`, role: "system", content: step.system });
+  }
   if (step.message !== undefined) {
     agent.addMessage({ id: `${script.threadId}-user-${n}`, role: "user", content: step.message });
   }

@@ -10,6 +10,7 @@ mod auth;
 mod fake;
 mod frameworks;
 mod hostile;
+mod lane;
 mod redis;
 mod sessions;
 mod support;
@@ -130,6 +131,51 @@ async fn input_required_interrupts_and_resumes_on_the_same_task() {
         );
         assert_eq!(activity(answer)["content"]["stage"], "resolved");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_sent_twice_at_once_reaches_the_agent_once() {
+    // The task keeps waiting on its question however often it is read (as while an answer is
+    // on its way): only the claim keeps the second run from answering again.
+    let up = Fake::start_responder(|method, _| match method {
+        "GetTask" => Some(Answer::Json(json!({"result": task(
+            "TASK_STATE_INPUT_REQUIRED", Some(("q", "Proceed?")))["task"]}))),
+        "SendStreamingMessage" => Some(Answer::Frames(vec![
+            update("TASK_STATE_WORKING", None),
+            update("TASK_STATE_COMPLETED", Some(("done", "Proceeding."))),
+        ])),
+        "SubscribeToTask" => Some(Answer::Frames(vec![
+            task("TASK_STATE_INPUT_REQUIRED", Some(("q", "Proceed?"))),
+            update("TASK_STATE_COMPLETED", Some(("done", "Proceeding."))),
+        ])),
+        _ => None,
+    })
+    .await;
+    let gw = Gateway::with_agents(&[("up", &up.url)]).await;
+    let body = json!({"threadId": "double-resume", "runId": "r2", "messages": [],
+        "protocolVersion": "1.0",
+        "state": {"a2a": {"contextId": "C1", "task": {"id": "T1", "state": "input-required"},
+            "pendingInterrupts": {"a2a:T1:q": {"id": "a2a:T1:q"}}}},
+        "resume": [{"interruptId": "a2a:T1:q", "status": "resolved", "payload": "yes"}]});
+    let within = std::time::Duration::from_secs(20);
+    let url = gw.agent_url("up");
+    let (a, b) = tokio::join!(post_run(&url, &body, within), post_run(&url, &body, within));
+    for run in [&a, &b] {
+        assert_eq!(run.status, 200);
+        assert_run_finished(run);
+        assert_eq!(
+            run.events.last().unwrap()["outcome"]["type"],
+            "success",
+            "{}",
+            run.raw
+        );
+    }
+    let sends = up
+        .calls()
+        .iter()
+        .filter(|m| *m == "SendStreamingMessage")
+        .count();
+    assert_eq!(sends, 1, "the answer went upstream once: {:?}", up.calls());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -30,7 +30,7 @@ pub struct Upstream {
     _child: Child,
 }
 
-fn start_upstream(versions: &str) -> Upstream {
+fn start_upstream(versions: &str, extra: &[&str]) -> Upstream {
     let python = require(&root().join(".venv/bin/python"), "the Python venv");
     let mut child = Command::new(python)
         .arg(root().join("tests/upstream/ref_agent.py"))
@@ -40,6 +40,7 @@ fn start_upstream(versions: &str) -> Upstream {
             "--parent-pid",
             &std::process::id().to_string(),
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -67,7 +68,22 @@ pub fn upstream(versions: &'static str) -> &'static str {
         "0.3" => &V03,
         other => panic!("no upstream mode {other}"),
     };
-    &cell.get_or_init(|| start_upstream(versions)).url
+    &cell.get_or_init(|| start_upstream(versions, &[])).url
+}
+
+/// The shared upstream for `versions` (`both`, `0.3`) whose card declares the gateway's
+/// forwarding-lane extensions (`--declare-lane`).
+pub fn lane_upstream(versions: &'static str) -> &'static str {
+    static BOTH: OnceLock<Upstream> = OnceLock::new();
+    static V03: OnceLock<Upstream> = OnceLock::new();
+    let cell = match versions {
+        "both" => &BOTH,
+        "0.3" => &V03,
+        other => panic!("no lane upstream mode {other}"),
+    };
+    &cell
+        .get_or_init(|| start_upstream(versions, &["--declare-lane"]))
+        .url
 }
 
 /// A gateway on 127.0.0.1:0 serving until the test's runtime ends.

@@ -1,8 +1,8 @@
 """A scripted A2A agent built on the Python a2a-sdk 1.3.0: the real upstream of the
 gateway's end-to-end tests.
 
-Usage: python ref_agent.py --versions both|1.0|0.3 [--port 0]
-Prints "READY <base-url>" on stdout once it listens.
+Usage: python ref_agent.py --versions both|1.0|0.3 [--port 0] [--declare-lane]
+Prints "READY <base-url>" on stdout once it is ready to serve (see tests/peer_serve.py).
 
 - both: A2A 1.0 JSON-RPC with the SDK's v0.3 compatibility layer on the same URL (the
   card lists both interfaces).
@@ -12,7 +12,19 @@ Prints "READY <base-url>" on stdout once it listens.
   speak 0.3 fails loudly.
 
 Scripted by the first word of the first user message of a task: echo X, artifact, approve,
-auth, form, state, slow N, fail, reject, crash, msg X.
+auth, form, state, slow N, fail, reject, crash, msg X, and for the forwarding lane
+(docs/forwarding.md):
+- inspect: completes with an artifact "inspect" holding one data part {"metadata",
+  "extensions", "header", "parts"}: the received message's metadata (or null), its
+  extensions, the A2A-Extensions header (X-A2A-Extensions for a 0.3 request; null when
+  absent) and its parts (1.0 JSON), then the text "inspected". Numbers inside metadata and
+  data parts come back as the SDK's protobuf Struct gives them (floats).
+- frontend: with a forwarded frontend tool `pick_color`, waits (input-required) on an
+  `agui-tool-call` for it and completes with "You picked <content>." once an
+  `agui-tool-result` for call-pick-1 comes back; without it, "No frontend tools.".
+- statepatch: "state keys: a,b" (whole state), "patch: add /b, remove /c" (a patch) or
+  "no state".
+--declare-lane: the card declares both lane extensions in capabilities.extensions.
 """
 
 import argparse
@@ -20,10 +32,8 @@ import asyncio
 import json
 import logging
 import os
-import socket
 import sys
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -35,6 +45,8 @@ from a2a.helpers.proto_helpers import (
     new_text_message,
     new_text_part,
 )
+from google.protobuf import json_format
+
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events.event_queue_v2 import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandlerV2
@@ -44,12 +56,22 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
+    AgentExtension,
     AgentInterface,
     AgentSkill,
     TaskState,
 )
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from peer_serve import serve  # noqa: E402 (tests/peer_serve.py)
+
 INTERRUPTED = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
+
+# The gateway's forwarding lane (docs/forwarding.md).
+CONTEXT_EXTENSION = "urn:agui-a2a-gateway:ext:agui-context:v1"
+STATE_EXTENSION = "urn:agui-a2a-gateway:ext:shared-state:v1"
+LANE_EXTENSIONS = [CONTEXT_EXTENSION, STATE_EXTENSION]
+PICK_CALL_ID = "call-pick-1"
 
 
 def first_text(task) -> str:
@@ -57,6 +79,52 @@ def first_text(task) -> str:
         if part.text:
             return part.text
     return ""
+
+
+def message_metadata(message) -> dict | None:
+    """The message's own metadata as JSON, or None when it has none."""
+    if message is None or not message.HasField("metadata"):
+        return None
+    return json_format.MessageToDict(message.metadata)
+
+
+def lane_entry(message, uri: str) -> dict:
+    entry = (message_metadata(message) or {}).get(uri)
+    return entry if isinstance(entry, dict) else {}
+
+
+def data_parts(message) -> list:
+    """The JSON values of the message's data parts."""
+    if message is None:
+        return []
+    return [json_format.MessageToDict(p.data) for p in message.parts if p.HasField("data")]
+
+
+def extensions_header(context: RequestContext) -> str | None:
+    """A2A-Extensions (1.0) or X-A2A-Extensions (a 0.3 request, through the SDK's compat
+    layer): DefaultServerCallContextBuilder keeps the request headers, lowercased, in the
+    call context's state; the JSON-RPC dispatchers record the method there."""
+    state = context.call_context.state if context.call_context else {}
+    headers = state.get("headers") or {}
+    legacy = "/" in str(state.get("method", ""))
+    return headers.get("x-a2a-extensions" if legacy else "a2a-extensions")
+
+
+def frontend_tool_result(message) -> str | None:
+    for data in data_parts(message):
+        if isinstance(data, dict) and data.get("type") == "agui-tool-result" and data.get("toolCallId") == PICK_CALL_ID:
+            content = data.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return None
+
+
+def describe_state(message) -> str:
+    entry = lane_entry(message, STATE_EXTENSION)
+    if isinstance(entry.get("state"), dict):
+        return "state keys: " + ",".join(sorted(entry["state"]))
+    if isinstance(entry.get("patch"), list):
+        return "patch: " + ", ".join(f"{op.get('op')} {op.get('path')}" for op in entry["patch"])
+    return "no state"
 
 
 class ScriptedExecutor(AgentExecutor):
@@ -85,6 +153,12 @@ class ScriptedExecutor(AgentExecutor):
             scenario = first_text(task).split()[0] if first_text(task) else ""
             if scenario == "auth":
                 await updater.complete(say(f"Authenticated, thanks: {text}"))
+            elif scenario == "frontend":
+                content = frontend_tool_result(context.message)
+                if content is None:
+                    await updater.complete(say(f"No result for {PICK_CALL_ID}."))
+                else:
+                    await updater.complete(say(f"You picked {content}."))
             else:
                 await updater.complete(say(f"Approved: {text}"))
             return
@@ -140,6 +214,25 @@ class ScriptedExecutor(AgentExecutor):
             await updater.reject(say("I will not do that."))
         elif command == "crash":
             raise RuntimeError("Simulated executor crash")
+        elif command == "inspect":
+            m = context.message
+            seen = {
+                "metadata": message_metadata(m),
+                "extensions": list(m.extensions),
+                "header": extensions_header(context),
+                "parts": [json_format.MessageToDict(p) for p in m.parts],
+            }
+            await updater.add_artifact([new_data_part(seen)], name="inspect", last_chunk=True)
+            await updater.complete(say("inspected"))
+        elif command == "frontend":
+            tools = lane_entry(context.message, CONTEXT_EXTENSION).get("tools") or []
+            if any(isinstance(t, dict) and t.get("name") == "pick_color" for t in tools):
+                call = {"type": "agui-tool-call", "toolCallId": PICK_CALL_ID, "name": "pick_color", "args": {"palette": "warm"}}
+                await updater.requires_input(updater.new_agent_message([new_data_part(call)]))
+            else:
+                await updater.complete(say("No frontend tools."))
+        elif command == "statepatch":
+            await updater.complete(say(describe_state(context.message)))
         else:
             await updater.complete(say(f"unknown scenario: {text}"))
 
@@ -184,7 +277,7 @@ def v1_method_guard(app):
     return guarded
 
 
-def build(versions: str, base: str):
+def build(versions: str, base: str, declare_lane: bool = False):
     interfaces = []
     if versions in ("both", "1.0"):
         interfaces.append(AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="1.0"))
@@ -193,7 +286,8 @@ def build(versions: str, base: str):
     skill = AgentSkill(
         id="scripted",
         name="Scripted scenarios",
-        description="echo X | artifact | approve | auth | form | state | slow N | fail | reject | crash | msg X",
+        description="echo X | artifact | approve | auth | form | state | slow N | fail | reject | crash | msg X"
+        " | inspect | frontend | statepatch",
         tags=["test"],
     )
     card = AgentCard(
@@ -201,7 +295,11 @@ def build(versions: str, base: str):
         description="Scripted a2a-sdk 1.3.0 agent for gateway tests.",
         supported_interfaces=interfaces,
         version="1.0.0",
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(
+            streaming=True,
+            push_notifications=False,
+            extensions=[AgentExtension(uri=u) for u in LANE_EXTENSIONS] if declare_lane else [],
+        ),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[skill],
@@ -218,7 +316,8 @@ def build(versions: str, base: str):
             "url": base,
             "preferredTransport": "JSONRPC",
             "version": "1.0.0",
-            "capabilities": {"streaming": True, "pushNotifications": False},
+            "capabilities": {"streaming": True, "pushNotifications": False}
+            | ({"extensions": [{"uri": u} for u in LANE_EXTENSIONS]} if declare_lane else {}),
             "defaultInputModes": ["text/plain"],
             "defaultOutputModes": ["text/plain"],
             "skills": [{"id": "scripted", "name": skill.name, "description": skill.description, "tags": ["test"]}],
@@ -236,33 +335,15 @@ def main():
     parser.add_argument("--versions", choices=["both", "1.0", "0.3"], default="both")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
+    parser.add_argument(
+        "--declare-lane", action="store_true", help="declare the forwarding lane's extensions in the card"
+    )
     args = parser.parse_args()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    base = f"http://127.0.0.1:{port}/"
-    app = build(args.versions, base)
-    config = uvicorn.Config(app, log_level="warning")
-    server = uvicorn.Server(config)
-    print(f"READY {base}", flush=True)
-
-    async def run():
-        async def watch_parent():
-            while True:
-                await asyncio.sleep(0.5)
-                try:
-                    os.kill(args.parent_pid, 0)
-                except OSError:
-                    server.should_exit = True
-                    return
-
-        if args.parent_pid:
-            asyncio.get_running_loop().create_task(watch_parent())
-        await server.serve(sockets=[sock])
-
-    asyncio.run(run())
+    serve(
+        lambda base, _port: build(args.versions, base, args.declare_lane),
+        port=args.port,
+        parent_pid=args.parent_pid,
+    )
 
 
 if __name__ == "__main__":
