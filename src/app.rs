@@ -24,6 +24,8 @@ pub struct App {
     /// Ends open runs when set (after the shutdown drain).
     stop: tokio::sync::watch::Sender<bool>,
     binding_store_errors: Arc<AtomicU64>,
+    /// Flushed when serving ends.
+    traces: Option<Arc<crate::telemetry::Traces>>,
 }
 
 /// Why the gateway could not be built.
@@ -35,6 +37,8 @@ pub enum BuildError {
     Store(String),
     #[error("cannot build the HTTP client: {0}")]
     Http(reqwest::Error),
+    #[error("telemetry: {0}")]
+    Telemetry(String),
 }
 
 /// Builds the app: starts the demo agent if asked, and the card refresher.
@@ -76,14 +80,28 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         .pool_max_idle_per_host(64)
         .build()
         .map_err(BuildError::Http)?;
-    let registry = Arc::new(Registry::new(
-        settings.agents.clone(),
-        http,
-        settings.timeouts.upstream_call,
-        settings.limits.max_event_bytes,
-    ));
-    registry.clone().spawn_refresher();
     let binding_store_errors = bindings.errors();
+    let metrics = Arc::new(crate::metrics::Metrics::new(binding_store_errors.clone()));
+    metrics.know_agents(settings.agents.iter().map(|a| a.name.as_str()));
+    let registry = Arc::new(
+        Registry::new(
+            settings.agents.clone(),
+            http,
+            settings.timeouts.upstream_call,
+            settings.limits.max_event_bytes,
+        )
+        .with_metrics(metrics.clone()),
+    );
+    registry.clone().spawn_refresher();
+    let traces = match &settings.otlp_traces {
+        Some(endpoint) => {
+            let traces =
+                crate::telemetry::Traces::start(endpoint).map_err(BuildError::Telemetry)?;
+            tracing::info!(endpoint = %crate::redact::url(endpoint), "traces exported over OTLP/HTTP");
+            Some(Arc::new(traces))
+        }
+        None => None,
+    };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let state = AppState {
         registry: registry.clone(),
@@ -94,6 +112,12 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         stop: stop_rx,
         cors_origins: settings.cors_origins.clone(),
         auth: settings.auth.clone(),
+        metrics,
+        run_limiter: settings
+            .rate_limits
+            .map(|r| Arc::new(http::ratelimit::RunLimiter::new(r))),
+        metrics_public: settings.metrics_public,
+        traces: traces.clone(),
     };
     Ok(App {
         router: http::router(state),
@@ -101,6 +125,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         settings,
         stop,
         binding_store_errors,
+        traces,
     })
 }
 
@@ -135,18 +160,27 @@ impl App {
             header_read: timeouts.header_read,
             client_write: timeouts.client_write,
         };
+        let traces = self.traces.clone();
+        let flush = move || {
+            if let Some(t) = traces {
+                // The SDK blocks while it exports: off the async threads.
+                std::thread::spawn(move || t.shutdown());
+            }
+        };
         let closed = listener::serve(listener, self.router, limits, shutdown).await;
         tokio::pin!(closed);
         if tokio::time::timeout(timeouts.shutdown_drain, &mut closed)
             .await
             .is_ok()
         {
+            flush();
             return Ok(());
         }
         tracing::warn!("shutdown drain elapsed; ending the runs still open");
         let _ = self.stop.send(true);
         // Their terminal events are on the way; give the connections a moment to close.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), closed).await;
+        flush();
         Ok(())
     }
 }

@@ -36,6 +36,37 @@ pub struct FileConfig {
     pub agents: Vec<AgentConfig>,
     pub limits: Limits,
     pub timeouts: Timeouts,
+    /// Runs per caller identity (DESIGN §2, §11); none by default.
+    pub rate_limits: Option<RateLimits>,
+    /// OpenTelemetry traces (DESIGN §10); off unless an endpoint is given.
+    pub telemetry: TelemetryConfig,
+    /// `/metrics` without inbound auth even when auth is configured.
+    pub metrics_public: bool,
+}
+
+/// `rate_limits` (DESIGN §2): a token bucket per caller identity (anonymous callers: one per
+/// client address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimits {
+    /// Sustained runs per minute.
+    pub runs_per_minute: u32,
+    /// Runs allowed at once above the sustained rate.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+}
+
+fn default_burst() -> u32 {
+    1
+}
+
+/// `telemetry` (DESIGN §2, §10).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// OTLP/HTTP base URL (the gateway posts to `<endpoint>/v1/traces`); the environment's
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` when unset.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// A secret, or a reference to one (`env:NAME`, `file:/path`, or the literal value): its
@@ -341,12 +372,18 @@ pub struct Settings {
     pub demo: bool,
     /// Who may call: API keys and JWT, or nobody checked (one anonymous caller).
     pub(crate) auth: Arc<Authenticator>,
+    pub rate_limits: Option<RateLimits>,
+    /// The OTLP/HTTP traces endpoint (`<base>/v1/traces`), if traces are on.
+    pub otlp_traces: Option<Url>,
+    pub metrics_public: bool,
 }
 
 /// What the command line and environment say (applied over the file).
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub listen: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub otlp_endpoint: Option<String>,
     pub binding_store: Option<String>,
     /// `--cors-origin` values, added to the file's `cors_origins`.
     pub cors_origins: Vec<String>,
@@ -658,7 +695,35 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         timeouts,
         demo: over.demo,
         auth: Arc::new(auth),
+        rate_limits: rate_limits(file.rate_limits)?,
+        otlp_traces: otlp_traces(file.telemetry.otlp_endpoint, over.otlp_endpoint)?,
+        metrics_public: file.metrics_public,
     })
+}
+
+fn rate_limits(r: Option<RateLimits>) -> Result<Option<RateLimits>, ConfigError> {
+    match r {
+        Some(r) if r.runs_per_minute == 0 => Err(err(
+            "rate_limits.runs_per_minute",
+            "must be at least 1 (leave rate_limits out for no limit)",
+        )),
+        Some(r) if r.burst == 0 => Err(err("rate_limits.burst", "must be at least 1")),
+        other => Ok(other),
+    }
+}
+
+/// `telemetry.otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`: the base URL, to which the
+/// OTLP/HTTP traces path is added.
+fn otlp_traces(file: Option<String>, env: Option<String>) -> Result<Option<Url>, ConfigError> {
+    let Some(raw) = file.or(env).filter(|s| !s.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let key = "telemetry.otlp_endpoint";
+    let base = parse_url(key, raw.trim())?;
+    let path = format!("{}/v1/traces", base.path().trim_end_matches('/'));
+    let mut url = base;
+    url.set_path(&path);
+    Ok(Some(url))
 }
 
 #[cfg(test)]

@@ -59,6 +59,8 @@ pub(crate) enum RequestError {
     UnsupportedMediaType,
     #[error("the gateway is running limits.max_concurrent_runs ({0}) runs; retry later")]
     TooManyRuns(usize),
+    #[error("too many runs from this caller (rate_limits); retry in {0} s")]
+    RateLimited(u64),
     #[error("{0}")]
     Unauthorized(Rejection),
 }
@@ -83,13 +85,18 @@ impl RequestError {
             Self::BodyTimeout(_) => "body_timeout",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::TooManyRuns(_) => "too_many_runs",
+            Self::RateLimited(_) => "rate_limited",
             Self::Unauthorized(_) => "unauthorized",
         }
     }
 
     /// Seconds a client should wait before retrying (`Retry-After`, DESIGN §3), if any.
     pub(crate) fn retry_after(&self) -> Option<u64> {
-        matches!(self, Self::TooManyRuns(_)).then_some(1)
+        match self {
+            Self::TooManyRuns(_) => Some(1),
+            Self::RateLimited(secs) => Some((*secs).max(1)),
+            _ => None,
+        }
     }
 
     /// The `WWW-Authenticate` challenge of a 401, if this is one.
@@ -114,7 +121,7 @@ impl RequestError {
             Self::BodyTooLarge(_) | Self::StateTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::TooManyRuns(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyRuns(_) | Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
         }
     }
@@ -224,6 +231,7 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         BodyTimeout(Duration::ZERO),
         UnsupportedMediaType,
         TooManyRuns(0),
+        RateLimited(1),
         Unauthorized(crate::auth::Rejection::Missing),
     ];
     // A new variant fails to compile here until it is added to the list above.
@@ -245,6 +253,7 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
             | BodyTimeout(_)
             | UnsupportedMediaType
             | TooManyRuns(_)
+            | RateLimited(_)
             | Unauthorized(_) => {}
         }
     }

@@ -31,6 +31,7 @@ use crate::registry::{Agent, Registry};
 use crate::run::{self, RunRequest};
 
 pub(crate) mod listener;
+pub(crate) mod ratelimit;
 pub(crate) mod sse;
 pub(crate) mod threads;
 
@@ -50,7 +51,22 @@ pub(crate) struct AppState {
     pub cors_origins: Vec<HeaderValue>,
     /// Who may call (inbound auth).
     pub auth: Arc<Authenticator>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// `rate_limits`, if configured.
+    pub run_limiter: Option<Arc<ratelimit::RunLimiter>>,
+    /// `metrics_public`: `/metrics` without inbound auth.
+    pub metrics_public: bool,
+    /// The traces exporter, when telemetry is configured.
+    pub traces: Option<Arc<crate::telemetry::Traces>>,
 }
+
+/// The client's address, put on every request by the accept loop ([`listener`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientAddr(pub std::net::SocketAddr);
+
+/// The OpenAPI document of this surface (DESIGN §3), served at `/openapi.json`; a test
+/// keeps it and the router in step.
+pub(crate) const OPENAPI: &str = include_str!("../openapi/openapi.json");
 
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
@@ -84,6 +100,12 @@ fn cors(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
 /// The router over `state`.
 pub(crate) fn router(state: AppState) -> Router {
     let cors = cors(&state.cors_origins);
+    let metrics = Router::new().route("/metrics", get(metrics));
+    let (guarded_metrics, open_metrics) = if state.metrics_public {
+        (Router::new(), metrics)
+    } else {
+        (metrics, Router::new())
+    };
     Router::new()
         .route("/agents", get(list_agents))
         .route("/agents/{name}", post(run_agent).get(get_agent))
@@ -92,15 +114,39 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/threads", get(threads::inbox))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
+        .merge(guarded_metrics)
         .fallback(|| async { RequestError::NoRoute })
         // Inside CORS: preflights are answered before auth, and 401s carry CORS headers.
         .layer(middleware::from_fn_with_state(
             state.auth.clone(),
             auth::require_caller,
         ))
+        // Open routes: the API's description, and the metrics when `metrics_public`.
+        .route("/openapi.json", get(openapi))
+        .merge(open_metrics)
         .layer(cors)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// `GET /metrics`: Prometheus text (DESIGN §10).
+async fn metrics(State(s): State<AppState>) -> Response {
+    let mut resp = s.metrics.encode().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    resp
+}
+
+/// `GET /openapi.json`.
+async fn openapi() -> Response {
+    let mut resp = OPENAPI.into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 async fn list_agents(State(s): State<AppState>) -> Json<serde_json::Value> {
@@ -254,9 +300,18 @@ async fn run_agent(
         .registry
         .get(&name)
         .ok_or(RequestError::UnknownAgent(name))?;
+    if let Some(limiter) = &s.run_limiter {
+        let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
+        let key = ratelimit::RunLimiter::key(&caller.name, caller.name == auth::ANONYMOUS, addr);
+        if let Err(wait) = limiter.check(&key) {
+            s.metrics.rate_limited();
+            return Err(RequestError::RateLimited(wait));
+        }
+    }
     if !is_json(&req) {
         return Err(RequestError::UnsupportedMediaType);
     }
+    let headers = req.headers().clone();
     // The slot first: a body in memory is part of a run's cost (DESIGN §9).
     let permit = s
         .runs
@@ -273,7 +328,13 @@ async fn run_agent(
     drop(body);
     let plan = request::plan(&input)?;
     check_ownership(&s, &agent, &caller, &plan).await?;
-    tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), "run");
+    // DESIGN §10: the run's span, child of the client's `traceparent`; logs carry its id.
+    let trace = s
+        .traces
+        .as_ref()
+        .map(|t| t.run(&headers, &agent.settings.name, &input.thread_id));
+    let trace_id = trace.as_ref().map(|t| t.trace_id()).unwrap_or_default();
+    tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), trace_id, "run");
     // Contexts not created through the gateway (DESIGN §11).
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
@@ -288,6 +349,8 @@ async fn run_agent(
         stop: s.stop.clone(),
         may_pick_up,
         owner: caller.name.clone(),
+        metrics: s.metrics.clone(),
+        trace,
     });
     let mut resp = Response::new(Body::from_stream(SseBody::new(events, sse::KEEP_ALIVE)));
     let headers = resp.headers_mut();
@@ -330,6 +393,10 @@ mod tests {
             stop: tokio::sync::watch::channel(false).1,
             cors_origins: vec![HeaderValue::from_static("https://app.example")],
             auth: Arc::new(Authenticator::none()),
+            metrics: Arc::new(crate::metrics::Metrics::new(Default::default())),
+            run_limiter: None,
+            metrics_public: false,
+            traces: None,
         }
     }
 

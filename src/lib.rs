@@ -28,6 +28,8 @@ pub mod config;
 pub mod demo;
 pub(crate) mod error;
 pub(crate) mod http;
+pub(crate) mod metrics;
 pub(crate) mod redact;
 pub(crate) mod registry;
 pub(crate) mod run;
+pub mod telemetry;

@@ -47,6 +47,10 @@ struct Cli {
     /// Check the configuration and exit.
     #[arg(long)]
     validate_only: bool,
+    /// GET /healthz of the gateway at the listen address (0.0.0.0 or [::] as loopback) and
+    /// exit 0 on 200, else 1: the container's HEALTHCHECK, needing no curl in the image.
+    #[arg(long)]
+    healthcheck: bool,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Human)]
     log_format: LogFormat,
@@ -89,9 +93,61 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
+/// `--healthcheck`: the listen address as serving resolves it (flag or env, then the config
+/// file, then the default), an unspecified address checked on loopback; 3 s in all, no proxy.
+async fn healthcheck(cli: &Cli) -> ExitCode {
+    let from_file = cli
+        .config
+        .as_deref()
+        .and_then(|path| config::read_file(path).ok())
+        .and_then(|file| file.listen);
+    let raw = cli
+        .listen
+        .clone()
+        .or(from_file)
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let Ok(mut addr) = raw.parse::<std::net::SocketAddr>() else {
+        println!("unhealthy: listen address {raw:?} is not HOST:PORT");
+        return ExitCode::FAILURE;
+    };
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let url = format!("http://{addr}/healthz");
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(3))
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build();
+    let status = match client {
+        Ok(c) => c.get(&url).send().await.map(|r| r.status()),
+        Err(e) => Err(e),
+    };
+    match status {
+        Ok(s) if s == reqwest::StatusCode::OK => {
+            println!("healthy: GET {url} -> {s}");
+            ExitCode::SUCCESS
+        }
+        Ok(s) => {
+            println!("unhealthy: GET {url} -> {s}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            println!("unhealthy: GET {url}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.healthcheck {
+        return healthcheck(&cli).await;
+    }
     init_logging(cli.log_format);
     let file = match &cli.config {
         Some(path) => match config::read_file(path) {
@@ -105,6 +161,7 @@ async fn main() -> ExitCode {
     };
     let overrides = config::Overrides {
         listen: cli.listen,
+        otlp_endpoint: std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok(),
         binding_store: cli.binding_store,
         cors_origins: cli.cors_origins,
         agents: cli.agents,

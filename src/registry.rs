@@ -107,6 +107,7 @@ pub struct Registry {
     http: reqwest::Client,
     call_timeout: Duration,
     max_event_bytes: usize,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Registry {
@@ -133,7 +134,14 @@ impl Registry {
             http,
             call_timeout,
             max_event_bytes,
+            metrics: None,
         }
+    }
+
+    /// Counts every upstream call in `metrics` (`agui_gateway_upstream_requests_total`).
+    pub(crate) fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The agent called `name`.
@@ -245,6 +253,15 @@ impl Registry {
                 self.call_timeout,
             )
             .with_extensions(&understood_extensions(&card));
+            let client = match &self.metrics {
+                Some(metrics) => {
+                    let (metrics, agent) = (metrics.clone(), s.name.clone());
+                    client.observed(crate::a2a::client::CallHook(Arc::new(move |method, ok| {
+                        metrics.upstream_call(&agent, method, ok)
+                    })))
+                }
+                None => client,
+            };
             let streaming = card.streaming();
             return Ok(Arc::new(Resolved {
                 card,

@@ -29,6 +29,7 @@ use crate::a2a::client::{Client, ClientError, EventStream};
 use crate::a2a::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task};
 use crate::a2a::rpc_code;
 use crate::agui::input::Message as ClientMessage;
+use crate::agui::Outcome;
 use crate::agui::{Event, RunAgentInput};
 use crate::binding::{BindingStore, ThreadRecord};
 use crate::bridge::context::ContextSource;
@@ -37,8 +38,10 @@ use crate::bridge::{dialect, interrupt, lane};
 use crate::bridge::{Projector, RunFrame};
 use crate::config::{ContextIds, Limits, TimeoutSettings};
 use crate::error::RunError;
+use crate::metrics::{Metrics, OpenStream, RunOutcome};
 use crate::redact::Shown;
 use crate::registry::{Agent, Registry, Resolved};
+use crate::telemetry::{RunEnd, RunTrace};
 
 /// Pick-up reads at most this many `ListTasks` pages of this many tasks, each task with at
 /// most [`PICK_UP_HISTORY`] messages (every page is bounded by `limits.max_event_bytes`, all
@@ -70,6 +73,97 @@ pub(crate) struct RunRequest {
     /// The caller may see contexts not created through the gateway (DESIGN §11), so a
     /// threadId the upstream knows as a context may be picked up.
     pub may_pick_up: bool,
+    pub metrics: Arc<Metrics>,
+    /// The run's span, when traces are on (DESIGN §10).
+    pub trace: Option<RunTrace>,
+}
+
+/// The run's measures (DESIGN §10): events sent, how it ended, how long it took; recorded
+/// once, when the terminal event goes out, or when the run is dropped without one (the
+/// client left).
+struct RunMeter {
+    metrics: Arc<Metrics>,
+    agent: String,
+    started: std::time::Instant,
+    trace: Option<RunTrace>,
+    /// `(outcome, error code)` of the terminal event, once sent.
+    ended: Mutex<Option<(RunOutcome, Option<String>)>>,
+    /// What the run span's end says of the task, filled by the run as it learns it.
+    task: Mutex<TaskFacts>,
+}
+
+#[derive(Default)]
+struct TaskFacts {
+    context_id: Option<String>,
+    task_id: Option<String>,
+    state: Option<String>,
+}
+
+impl RunMeter {
+    /// Counts `events` and notes the terminal one.
+    fn sent(&self, events: &[Event]) {
+        self.metrics.events_sent(&self.agent, events.len());
+        let Some(last) = events.last().filter(|e| e.is_terminal()) else {
+            return;
+        };
+        let ended = match last {
+            Event::RunError { code, .. } => (RunOutcome::Error, code.clone()),
+            Event::RunFinished {
+                outcome: Some(Outcome::Interrupt { .. }),
+                ..
+            } => (RunOutcome::Interrupt, None),
+            Event::RunFinished {
+                outcome: Some(Outcome::Cancelled),
+                ..
+            } => (RunOutcome::Cancelled, None),
+            _ => (RunOutcome::Success, None),
+        };
+        if let Ok(mut slot) = self.ended.lock() {
+            slot.get_or_insert(ended);
+        }
+    }
+
+    /// The run's task as last known (for the span).
+    fn learn(&self, projector: &Projector) {
+        if let Ok(mut facts) = self.task.lock() {
+            facts.context_id = projector.context_id().map(str::to_owned);
+            facts.task_id = projector.task_id().map(str::to_owned);
+            facts.state = projector.state().and_then(|s| {
+                s.pointer("/a2a/task/state")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            });
+        }
+    }
+}
+
+impl Drop for RunMeter {
+    fn drop(&mut self) {
+        let ended = self.ended.lock().ok().and_then(|mut e| e.take());
+        // A run dropped before its terminal event: the client left.
+        let (outcome, code) =
+            ended.unwrap_or((RunOutcome::Error, Some("client_disconnected".to_owned())));
+        self.metrics.run_ended(
+            &self.agent,
+            outcome,
+            code.as_deref(),
+            self.started.elapsed(),
+        );
+        if let Some(trace) = &self.trace {
+            let facts = self
+                .task
+                .lock()
+                .map(|mut f| std::mem::take(&mut *f))
+                .unwrap_or_default();
+            trace.end(RunEnd {
+                context_id: facts.context_id.as_deref(),
+                task_id: facts.task_id.as_deref(),
+                task_state: facts.state.as_deref(),
+                outcome: outcome.as_str(),
+                error: code.as_deref(),
+            });
+        }
+    }
 }
 
 /// The client went away (or read nothing for `timeouts.client_write`); stop quietly.
@@ -82,6 +176,7 @@ struct Sink {
     /// `timeouts.client_write`: a client that takes nothing for this long is gone. (The
     /// connection's write timeout closes it; this ends the run even if it did not.)
     client_write: Duration,
+    meter: Arc<RunMeter>,
 }
 
 impl Sink {
@@ -89,6 +184,7 @@ impl Sink {
         if events.is_empty() {
             return Ok(());
         }
+        self.meter.sent(&events);
         match tokio::time::timeout(self.client_write, self.tx.send(events)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Disconnected),
@@ -107,6 +203,8 @@ pub(crate) struct RunEvents {
     rx: mpsc::Receiver<Vec<Event>>,
     /// The task to cancel if the client leaves first (`cancel_on_disconnect`).
     cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
+    /// Counts the stream in `agui_gateway_open_streams` while it is open.
+    _open: OpenStream,
 }
 
 struct CancelOnDrop {
@@ -156,9 +254,19 @@ impl Drop for RunEvents {
 /// Starts the run; its events arrive in batches on the returned stream.
 pub(crate) fn start(req: RunRequest) -> RunEvents {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let agent = req.agent.settings.name.clone();
+    let open = req.metrics.stream_opened(&agent);
     let sink = Sink {
         tx,
         client_write: req.timeouts.client_write,
+        meter: Arc::new(RunMeter {
+            metrics: req.metrics.clone(),
+            agent,
+            started: std::time::Instant::now(),
+            trace: req.trace.clone(),
+            ended: Mutex::new(None),
+            task: Mutex::new(TaskFacts::default()),
+        }),
     };
     let cancel_on_drop = Arc::new(Mutex::new(None));
     let run = tokio::spawn(drive(req, sink, cancel_on_drop.clone()));
@@ -166,6 +274,7 @@ pub(crate) fn start(req: RunRequest) -> RunEvents {
         run: Some(run),
         rx,
         cancel_on_drop,
+        _open: open,
     }
 }
 
@@ -210,6 +319,7 @@ async fn drive(req: RunRequest, sink: Sink, cancel_on_drop: Arc<Mutex<Option<Can
     let events = run.projector.fail(&error);
     let _ = run.sink.emit(events).await;
     run.disarm_cancel();
+    run.sink.meter.learn(&run.projector);
 }
 
 struct Run {
@@ -244,6 +354,11 @@ struct Run {
     pick_up: bool,
     /// What the forwarding lane adds to the message's metadata (DESIGN §8).
     lane: serde_json::Map<String, serde_json::Value>,
+    /// The run's span, parent of each upstream call's (DESIGN §10).
+    trace: Option<RunTrace>,
+    /// When the run started, for `agui_gateway_time_to_first_event_seconds`.
+    started: std::time::Instant,
+    first_event_seen: bool,
 }
 
 /// `client`, carrying the caller identity header if there is one.
@@ -281,6 +396,8 @@ impl Run {
             stop: _,
             may_pick_up,
             owner,
+            metrics: _,
+            trace,
         } = req;
         let mut candidates = plan.context_candidates();
         if candidates.needs_binding() {
@@ -336,6 +453,9 @@ impl Run {
             sent_message_id: None,
             pick_up,
             lane: carried,
+            trace,
+            started: std::time::Instant::now(),
+            first_event_seen: false,
         }
     }
 
@@ -355,8 +475,21 @@ impl Run {
     }
 
     async fn apply(&mut self, event: &StreamEvent) -> Result<(), Disconnected> {
+        self.first_event();
         let events = self.projector.apply(event);
         self.emit(events).await
+    }
+
+    /// The upstream's first event of the run (`agui_gateway_time_to_first_event_seconds`).
+    fn first_event(&mut self) {
+        if !self.first_event_seen {
+            self.first_event_seen = true;
+            let agent = &self.agent.settings.name;
+            self.sink
+                .meter
+                .metrics
+                .first_event(agent, self.started.elapsed());
+        }
     }
 
     /// Bookkeeping once ids are known: bind the thread to its context (DESIGN §4) and arm
@@ -448,14 +581,20 @@ impl Run {
         };
         // Every call of the run goes through this resolution: with the caller identity if
         // the agent forwards it.
-        let upstream = match self.identity() {
-            Ok(None) => upstream,
-            Ok(Some(identity)) => Arc::new(Resolved {
-                card: upstream.card.clone(),
-                client: with_identity(&upstream.client, Some(identity)),
-                streaming: upstream.streaming,
-            }),
-            Err(e) => return self.fail(e).await,
+        let upstream = match (self.identity(), &self.trace) {
+            (Ok(None), None) => upstream,
+            (Ok(identity), trace) => {
+                let client = with_identity(&upstream.client, identity);
+                Arc::new(Resolved {
+                    card: upstream.card.clone(),
+                    client: match trace {
+                        Some(t) => client.traced(t.clone()),
+                        None => client,
+                    },
+                    streaming: upstream.streaming,
+                })
+            }
+            (Err(e), _) => return self.fail(e).await,
         };
         if self.pick_up {
             self.pick_up(&upstream).await?;
@@ -639,6 +778,7 @@ impl Run {
             .await?;
         // A task result holds the whole turn in its history: projected like a recovered
         // snapshot, so the live view and a later rebuild agree (DESIGN §4).
+        self.first_event();
         let projected = match &result {
             StreamEvent::Task(task) => {
                 let events = self

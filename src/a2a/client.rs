@@ -66,6 +66,39 @@ pub struct Client {
     max_event_bytes: usize,
     /// `timeouts.upstream_call`.
     call_timeout: Duration,
+    /// Told of every call's method and result (the gateway's metrics).
+    on_call: Option<CallHook>,
+    /// The run whose calls these are, when traces are on (DESIGN §10).
+    trace: Option<crate::telemetry::RunTrace>,
+}
+
+/// Tells a stream's hook of its end.
+struct StreamReport {
+    hook: CallHook,
+    method: &'static str,
+    failed: bool,
+}
+
+impl StreamReport {
+    fn note(&mut self, failed: bool) {
+        self.failed |= failed;
+    }
+}
+
+impl Drop for StreamReport {
+    fn drop(&mut self) {
+        (self.hook.0)(self.method, !self.failed);
+    }
+}
+
+/// A function told of each JSON-RPC call: its method and whether it succeeded.
+#[derive(Clone)]
+pub struct CallHook(pub std::sync::Arc<dyn Fn(&'static str, bool) + Send + Sync>);
+
+impl std::fmt::Debug for CallHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallHook")
+    }
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -83,6 +116,28 @@ impl Client {
             endpoint,
             max_event_bytes,
             call_timeout,
+            on_call: None,
+            trace: None,
+        }
+    }
+
+    /// This client making its calls children of `trace` (a span each, sent upstream as
+    /// `traceparent`).
+    pub(crate) fn traced(&self, trace: crate::telemetry::RunTrace) -> Client {
+        let mut client = self.clone();
+        client.trace = Some(trace);
+        client
+    }
+
+    /// This client telling `hook` of every call.
+    pub fn observed(mut self, hook: CallHook) -> Self {
+        self.on_call = Some(hook);
+        self
+    }
+
+    fn observe(&self, method: &'static str, ok: bool) {
+        if let Some(hook) = &self.on_call {
+            (hook.0)(method, ok);
         }
     }
 
@@ -118,9 +173,26 @@ impl Client {
     /// `Call::Stream(Some(t))` bounds the response head only (events are the caller's).
     async fn post(
         &self,
-        method: &str,
+        method: &'static str,
         params: serde_json::Value,
         call: Call,
+    ) -> Result<reqwest::Response, ClientError> {
+        // DESIGN §10: a span per upstream call, its context sent upstream as `traceparent`.
+        let Some(trace) = &self.trace else {
+            return self.send_post(method, params, call, HeaderMap::new()).await;
+        };
+        let (headers, span) = trace.call(method);
+        let result = self.send_post(method, params, call, headers).await;
+        span.end(result.is_ok());
+        result
+    }
+
+    async fn send_post(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        call: Call,
+        trace_headers: HeaderMap,
     ) -> Result<reqwest::Response, ClientError> {
         let streaming = matches!(call, Call::Stream(_));
         let body = request_body(NEXT_ID.fetch_add(1, Ordering::Relaxed), method, params);
@@ -128,6 +200,7 @@ impl Client {
             .http
             .post(self.endpoint.url.clone())
             .headers(self.endpoint.headers.clone())
+            .headers(trace_headers)
             .header(
                 ACCEPT,
                 if streaming {
@@ -171,7 +244,18 @@ impl Client {
     /// text of a JSON-RPC response.
     async fn call(
         &self,
-        method: &str,
+        method: &'static str,
+        params: serde_json::Value,
+        timeout: Option<Duration>,
+    ) -> Result<String, ClientError> {
+        let result = self.call_once(method, params, timeout).await;
+        self.observe(method, result.is_ok());
+        result
+    }
+
+    async fn call_once(
+        &self,
+        method: &'static str,
         params: serde_json::Value,
         timeout: Option<Duration>,
     ) -> Result<String, ClientError> {
@@ -333,7 +417,37 @@ impl Client {
 
     async fn open_stream(
         &self,
-        method: &str,
+        method: &'static str,
+        params: serde_json::Value,
+        head_timeout: Option<Duration>,
+    ) -> Result<EventStream, ClientError> {
+        let opened = self.open_stream_once(method, params, head_timeout).await;
+        let Some(hook) = &self.on_call else {
+            return opened;
+        };
+        let stream = match opened {
+            Ok(stream) => stream,
+            Err(e) => {
+                (hook.0)(method, false);
+                return Err(e);
+            }
+        };
+        // A stream is one call: told when it ends, failed if any of its items was an error
+        // (a JSON-RPC error frame, a broken stream).
+        let mut report = StreamReport {
+            hook: hook.clone(),
+            method,
+            failed: false,
+        };
+        Ok(Box::pin(stream.map(move |item| {
+            report.note(item.is_err());
+            item
+        })))
+    }
+
+    async fn open_stream_once(
+        &self,
+        method: &'static str,
         params: serde_json::Value,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {

@@ -80,7 +80,14 @@ pub(crate) async fn serve(
         let _ = tcp.set_nodelay(true);
         let mut io = TimeoutStream::new(tcp);
         io.set_write_timeout(Some(limits.client_write));
-        let service = TowerToHyperService::new(router.clone());
+        // Handlers learn the client's address (anonymous callers' rate-limit bucket).
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(super::ClientAddr(peer));
+                req
+            },
+        ));
         let conn = http.serve_connection(TokioIo::new(Box::pin(io)), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {

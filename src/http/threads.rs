@@ -11,6 +11,7 @@
 //! is empty with `source: "bindings"` (enumerating bindings is not supported by the stores
 //! yet), and a thread's detail is not available there.
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use futures::StreamExt;
@@ -49,6 +50,12 @@ pub(crate) struct ListQuery {
     page_token: Option<String>,
 }
 
+/// A query string that does not parse is a 400 `invalid_query` like any other bad query.
+fn query(q: Result<Query<ListQuery>, QueryRejection>) -> Result<ListQuery, RequestError> {
+    q.map(|Query(q)| q)
+        .map_err(|e| RequestError::InvalidQuery(e.body_text()))
+}
+
 /// Where a list came from.
 const SOURCE_UPSTREAM: &str = "upstream";
 const SOURCE_BINDINGS: &str = "bindings";
@@ -58,8 +65,9 @@ pub(crate) async fn list(
     State(s): State<AppState>,
     Path(name): Path<String>,
     caller: Caller,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
+    let q = query(q)?;
     let agent = s
         .registry
         .get(&name)
@@ -73,8 +81,9 @@ pub(crate) async fn list(
 pub(crate) async fn inbox(
     State(s): State<AppState>,
     caller: Caller,
-    Query(q): Query<ListQuery>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
+    let q = query(q)?;
     let mut items: Vec<(Option<String>, Value)> = Vec::new();
     let mut sources = Vec::new();
     for agent in s.registry.all() {
@@ -279,15 +288,26 @@ fn page(items: Vec<Value>, source: &str, q: &ListQuery) -> Result<Json<Value>, R
             ))
         })?),
     };
-    let size = q
-        .page_size
-        .unwrap_or(DEFAULT_PAGE_SIZE)
-        .clamp(1, MAX_PAGE_SIZE);
+    let size = match q.page_size {
+        None => DEFAULT_PAGE_SIZE,
+        Some(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+        Some(n) => {
+            return Err(RequestError::InvalidQuery(format!(
+                "pageSize must be 1 to {MAX_PAGE_SIZE}, not {n}"
+            )))
+        }
+    };
+    // The tokens we issue: a decimal offset, at most 19 digits (as the OpenAPI says).
     let offset = match q.page_token.as_deref() {
         None | Some("") => 0,
-        Some(t) => t
-            .parse::<usize>()
-            .map_err(|_| RequestError::InvalidQuery("pageToken is not one we issued".into()))?,
+        Some(t) if t.len() <= 19 && t.bytes().all(|b| b.is_ascii_digit()) => {
+            t.parse::<usize>().unwrap_or(usize::MAX)
+        }
+        Some(_) => {
+            return Err(RequestError::InvalidQuery(
+                "pageToken is not one we issued".into(),
+            ))
+        }
     };
     let matching: Vec<Value> = items
         .into_iter()

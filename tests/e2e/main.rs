@@ -11,6 +11,7 @@ mod fake;
 mod frameworks;
 mod hostile;
 mod lane;
+mod ops;
 mod redis;
 mod sessions;
 mod support;
