@@ -476,14 +476,17 @@ mod tests {
                 let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
                     .await
                     .unwrap();
-                let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let body: serde_json::Value =
+                    serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
                 assert_ne!(
                     body["error"]["code"], "not_found",
                     "{method} {path} is not routed"
                 );
             }
         }
-        assert_eq!(operations, 8);
+        // The router's operations, each described (a route added without its description
+        // fails here).
+        assert_eq!(operations, 10);
         let unrouted = HttpRequest::builder()
             .uri("/nope")
             .body(Body::empty())
