@@ -105,6 +105,8 @@ pub(crate) struct Projector {
     answered: Vec<String>,
     /// Every event so far was such a re-published status.
     only_stale: bool,
+    /// The task id and state `/a2a/task` shows now.
+    projected_task: Option<(String, TaskState)>,
 }
 
 impl Projector {
@@ -127,6 +129,7 @@ impl Projector {
             accepted: false,
             answered: Vec::new(),
             only_stale: true,
+            projected_task: None,
         }
     }
 
@@ -513,20 +516,17 @@ impl Projector {
             self.on_message(msg, state.is_interrupted(), out);
         }
         let status_text = status.message.as_ref().map(Message::text);
-        let mut task = Map::new();
-        task.insert("id".into(), json!(task_id));
-        task.insert("state".into(), json!(state.as_str()));
-        if let Some(text) = status_text.as_ref().filter(|t| !t.is_empty()) {
-            task.insert("message".into(), json!(text));
+        // DESIGN §6: `/a2a/task` when the state changes, and on the task's last status — not
+        // for every chunk of a working task.
+        let last = state.is_terminal() || state.is_interrupted();
+        let changed = self
+            .projected_task
+            .as_ref()
+            .is_none_or(|(id, s)| id != task_id || s != state);
+        if changed || last {
+            self.projected_task = Some((task_id.to_owned(), state.clone()));
+            self.project_task(task_id, status, status_text.as_deref(), out);
         }
-        if let Some(ts) = &status.timestamp {
-            task.insert("updatedAt".into(), json!(ts));
-        }
-        self.delta(
-            vec![add(layout::task(), Value::Object(task))],
-            Writer::Gateway,
-            out,
-        );
         if self.finished {
             return;
         }
@@ -572,6 +572,30 @@ impl Projector {
             }
             TaskState::Submitted | TaskState::Working | TaskState::Unknown(_) => {}
         }
+    }
+
+    /// `STATE_DELTA add /a2a/task` for `status` of `task_id`.
+    fn project_task(
+        &mut self,
+        task_id: &str,
+        status: &TaskStatus,
+        text: Option<&str>,
+        out: &mut Vec<Event>,
+    ) {
+        let mut task = Map::new();
+        task.insert("id".into(), json!(task_id));
+        task.insert("state".into(), json!(status.state.as_str()));
+        if let Some(text) = text.filter(|t| !t.is_empty()) {
+            task.insert("message".into(), json!(text));
+        }
+        if let Some(ts) = &status.timestamp {
+            task.insert("updatedAt".into(), json!(ts));
+        }
+        self.delta(
+            vec![add(layout::task(), Value::Object(task))],
+            Writer::Gateway,
+            out,
+        );
     }
 
     /// Projects an agent message's parts: text through the reply rule ([`Replies`]), tool
