@@ -8,7 +8,6 @@
 //! that test did.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -235,28 +234,11 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Self {
-        let mut child = Command::new(ops_python())
-            .arg(root().join("tests/ops/otlp_receiver.py"))
-            .args([
-                "--port",
-                "0",
-                "--parent-pid",
-                &std::process::id().to_string(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start otlp_receiver.py");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read READY");
-        let url = line
-            .trim()
-            .strip_prefix("READY ")
-            .unwrap_or_else(|| panic!("the OTLP receiver did not start: {line:?}"))
-            .trim_end_matches('/')
-            .to_owned();
+        let mut cmd = Command::new(ops_python());
+        cmd.arg(root().join("tests/ops/otlp_receiver.py"))
+            .args(["--port", "0"]);
+        let (child, url) = spawn_ready(&mut cmd, "the OTLP receiver");
+        let url = url.trim_end_matches('/').to_owned();
         Self { url, child }
     }
 

@@ -30,21 +30,15 @@ pub struct Upstream {
     _child: Child,
 }
 
-fn start_upstream(versions: &str, extra: &[&str]) -> Upstream {
-    let python = require(&root().join(".venv/bin/python"), "the Python venv");
-    let mut child = Command::new(python)
-        .arg(root().join("tests/upstream/ref_agent.py"))
-        .args([
-            "--versions",
-            versions,
-            "--parent-pid",
-            &std::process::id().to_string(),
-        ])
-        .args(extra)
+/// Starts a test peer that prints `READY <base-url>` on stdout once it listens (the
+/// convention of `tests/peer_serve.py`), told to exit with this process; its URL.
+pub fn spawn_ready(cmd: &mut Command, what: &str) -> (Child, String) {
+    let mut child = cmd
+        .args(["--parent-pid", &std::process::id().to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("start the reference upstream");
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -52,8 +46,18 @@ fn start_upstream(versions: &str, extra: &[&str]) -> Upstream {
     let url = line
         .trim()
         .strip_prefix("READY ")
-        .unwrap_or_else(|| panic!("upstream did not start: {line:?}"))
+        .unwrap_or_else(|| panic!("{what} did not start: {line:?}"))
         .to_owned();
+    (child, url)
+}
+
+fn start_upstream(versions: &str, extra: &[&str]) -> Upstream {
+    let python = require(&root().join(".venv/bin/python"), "the Python venv");
+    let mut cmd = Command::new(python);
+    cmd.arg(root().join("tests/upstream/ref_agent.py"))
+        .args(["--versions", versions])
+        .args(extra);
+    let (child, url) = spawn_ready(&mut cmd, "the reference upstream");
     Upstream { url, _child: child }
 }
 
