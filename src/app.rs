@@ -118,6 +118,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             .map(|r| Arc::new(http::ratelimit::RunLimiter::new(r))),
         metrics_public: settings.metrics_public,
         traces: traces.clone(),
+        copilotkit_base_path: settings.copilotkit_base_path.clone(),
     };
     Ok(App {
         router: http::router(state),

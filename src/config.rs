@@ -42,6 +42,24 @@ pub struct FileConfig {
     pub telemetry: TelemetryConfig,
     /// `/metrics` without inbound auth even when auth is configured.
     pub metrics_public: bool,
+    /// CopilotKit runtime routes (DESIGN §3).
+    pub copilotkit: CopilotKitConfig,
+}
+
+/// `copilotkit` (DESIGN §2, §3).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CopilotKitConfig {
+    /// Where the CopilotKit runtime routes are mounted; `""` turns them off.
+    pub base_path: String,
+}
+
+impl Default for CopilotKitConfig {
+    fn default() -> Self {
+        Self {
+            base_path: "/copilotkit".into(),
+        }
+    }
 }
 
 /// `rate_limits` (DESIGN §2): a token bucket per caller identity (anonymous callers: one per
@@ -376,6 +394,8 @@ pub struct Settings {
     /// The OTLP/HTTP traces endpoint (`<base>/v1/traces`), if traces are on.
     pub otlp_traces: Option<Url>,
     pub metrics_public: bool,
+    /// Where the CopilotKit runtime routes are mounted (no trailing `/`); `None`: off.
+    pub copilotkit_base_path: Option<String>,
 }
 
 /// What the command line and environment say (applied over the file).
@@ -698,7 +718,43 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         rate_limits: rate_limits(file.rate_limits)?,
         otlp_traces: otlp_traces(file.telemetry.otlp_endpoint, over.otlp_endpoint)?,
         metrics_public: file.metrics_public,
+        copilotkit_base_path: copilotkit_base_path(&file.copilotkit.base_path)?,
     })
+}
+
+/// `copilotkit.base_path`: `""` (off) or an absolute path of plain segments, not `/`.
+fn copilotkit_base_path(raw: &str) -> Result<Option<String>, ConfigError> {
+    let path = raw.trim_end_matches('/');
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let plain = |seg: &str| {
+        !seg.is_empty()
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    };
+    // The gateway's own routes keep their first segment.
+    const OWN: &[&str] = &[
+        "agents",
+        "threads",
+        "healthz",
+        "readyz",
+        "metrics",
+        "openapi.json",
+        "console",
+    ];
+    let first = path
+        .get(1..)
+        .and_then(|p| p.split('/').next())
+        .unwrap_or("");
+    if !path.starts_with('/') || !path[1..].split('/').all(plain) || OWN.contains(&first) {
+        return Err(err(
+            "copilotkit.base_path",
+            format!("must be \"\" (off) or a path such as /copilotkit, not {raw:?}"),
+        ));
+    }
+    Ok(Some(path.to_owned()))
 }
 
 fn rate_limits(r: Option<RateLimits>) -> Result<Option<RateLimits>, ConfigError> {
@@ -792,6 +848,25 @@ mod tests {
                 .as_str(),
             "http://y:9/"
         );
+    }
+
+    #[test]
+    fn copilotkit_base_path_is_a_plain_path_or_off() {
+        let base = |raw: &str| {
+            let file = yaml(&format!(
+                "agents: [{{name: a, url: 'http://x'}}]\ncopilotkit: {{base_path: '{raw}'}}"
+            ))
+            .unwrap();
+            settings(file, Overrides::default()).map(|s| s.copilotkit_base_path)
+        };
+        let file = yaml("agents: [{name: a, url: 'http://x'}]").unwrap();
+        let default = settings(file, Overrides::default()).unwrap();
+        assert_eq!(default.copilotkit_base_path.as_deref(), Some("/copilotkit"));
+        assert_eq!(base("/api/ck/").unwrap().as_deref(), Some("/api/ck"));
+        assert_eq!(base("").unwrap(), None);
+        for bad in ["/", "ck", "/a//b", "/{x}", "/agents", "/threads/ck"] {
+            assert_eq!(base(bad).unwrap_err().key, "copilotkit.base_path", "{bad}");
+        }
     }
 
     #[test]

@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::agui::RunAgentInput;
 use crate::auth::{self, Authenticator, Caller};
@@ -30,6 +30,8 @@ use crate::redact::Shown;
 use crate::registry::{Agent, Registry};
 use crate::run::{self, RunRequest};
 
+pub(crate) mod console;
+pub(crate) mod copilotkit;
 pub(crate) mod listener;
 pub(crate) mod ratelimit;
 pub(crate) mod sse;
@@ -58,6 +60,8 @@ pub(crate) struct AppState {
     pub metrics_public: bool,
     /// The traces exporter, when telemetry is configured.
     pub traces: Option<Arc<crate::telemetry::Traces>>,
+    /// Where the CopilotKit runtime routes are mounted, if they are ([`copilotkit`]).
+    pub copilotkit_base_path: Option<String>,
 }
 
 /// The client's address, put on every request by the accept loop ([`listener`]).
@@ -94,6 +98,8 @@ fn cors(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
         .allow_origin(origins.to_vec())
         .allow_methods([Method::GET, Method::POST])
         .allow_headers([header::CONTENT_TYPE, header::ACCEPT, header::AUTHORIZATION])
+        // CopilotKit's `credentials: "include"`; only ever with the exact origins above.
+        .allow_credentials(true)
         .max_age(Duration::from_secs(600))
 }
 
@@ -114,6 +120,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/threads", get(threads::inbox))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
+        .merge(copilotkit::routes(state.copilotkit_base_path.as_deref()))
         .merge(guarded_metrics)
         .fallback(|| async { RequestError::NoRoute })
         // Inside CORS: preflights are answered before auth, and 401s carry CORS headers.
@@ -123,6 +130,7 @@ pub(crate) fn router(state: AppState) -> Router {
         ))
         // Open routes: the API's description, and the metrics when `metrics_public`.
         .route("/openapi.json", get(openapi))
+        .merge(console::routes())
         .merge(open_metrics)
         .layer(cors)
         .layer(tower_http::trace::TraceLayer::new_for_http())
@@ -180,7 +188,7 @@ async fn readyz(State(s): State<AppState>) -> Response {
     }
 }
 
-fn is_json(req: &Request) -> bool {
+pub(crate) fn is_json(req: &Request) -> bool {
     req.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -226,7 +234,7 @@ pub(crate) fn parse_input(body: &[u8], limits: &Limits) -> Result<RunAgentInput,
     Ok(input)
 }
 
-fn json_error(e: serde_json::Error) -> RequestError {
+pub(crate) fn json_error(e: serde_json::Error) -> RequestError {
     match e.classify() {
         serde_json::error::Category::Data => RequestError::InvalidRunInput(e.to_string()),
         _ => RequestError::MalformedJson(format!("body is not valid JSON: {e}")),
@@ -290,7 +298,7 @@ async fn check_ownership(
 }
 
 /// `POST /agents/{name}`: an AG-UI run.
-async fn run_agent(
+pub(crate) async fn run_agent(
     State(s): State<AppState>,
     Path(name): Path<String>,
     caller: Caller,
@@ -300,6 +308,16 @@ async fn run_agent(
         .registry
         .get(&name)
         .ok_or(RequestError::UnknownAgent(name))?;
+    let (input, headers, permit) = read_run(&s, &caller, req).await?;
+    start_run(&s, agent, &caller, &headers, input, permit).await
+}
+
+/// Reads a run's body within its limits, once the caller's rate and a run slot allow it.
+pub(crate) async fn read_run(
+    s: &AppState,
+    caller: &Caller,
+    req: Request,
+) -> Result<(RunAgentInput, HeaderMap, OwnedSemaphorePermit), RequestError> {
     if let Some(limiter) = &s.run_limiter {
         let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
         let key = ratelimit::RunLimiter::key(&caller.name, caller.name == auth::ANONYMOUS, addr);
@@ -318,21 +336,37 @@ async fn run_agent(
         .clone()
         .try_acquire_owned()
         .map_err(|_| RequestError::TooManyRuns(s.limits.max_concurrent_runs))?;
+    let body = read_body(s, req.into_body()).await?;
+    let input = parse_input(&body, &s.limits)?;
+    Ok((input, headers, permit))
+}
+
+/// A request body, within `limits.max_body_bytes` and `timeouts.body_read`.
+pub(crate) async fn read_body(s: &AppState, body: Body) -> Result<bytes::Bytes, RequestError> {
     let limit = s.limits.max_body_bytes;
-    let read = axum::body::to_bytes(req.into_body(), limit);
-    let body = tokio::time::timeout(s.timeouts.body_read, read)
+    let read = axum::body::to_bytes(body, limit);
+    tokio::time::timeout(s.timeouts.body_read, read)
         .await
         .map_err(|_| RequestError::BodyTimeout(s.timeouts.body_read))?
-        .map_err(|e| body_error(&e, limit))?;
-    let input = parse_input(&body, &s.limits)?;
-    drop(body);
+        .map_err(|e| body_error(&e, limit))
+}
+
+/// Plans the run, checks the ids it names are the caller's, and streams it.
+pub(crate) async fn start_run(
+    s: &AppState,
+    agent: Arc<Agent>,
+    caller: &Caller,
+    headers: &HeaderMap,
+    input: RunAgentInput,
+    permit: OwnedSemaphorePermit,
+) -> Result<Response, RequestError> {
     let plan = request::plan(&input)?;
-    check_ownership(&s, &agent, &caller, &plan).await?;
+    check_ownership(s, &agent, caller, &plan).await?;
     // DESIGN §10: the run's span, child of the client's `traceparent`; logs carry its id.
     let trace = s
         .traces
         .as_ref()
-        .map(|t| t.run(&headers, &agent.settings.name, &input.thread_id));
+        .map(|t| t.run(headers, &agent.settings.name, &input.thread_id));
     let trace_id = trace.as_ref().map(|t| t.trace_id()).unwrap_or_default();
     tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), trace_id, "run");
     // Contexts not created through the gateway (DESIGN §11).
@@ -352,7 +386,16 @@ async fn run_agent(
         metrics: s.metrics.clone(),
         trace,
     });
-    let mut resp = Response::new(Body::from_stream(SseBody::new(events, sse::KEEP_ALIVE)));
+    Ok(event_stream(SseBody::new(events, sse::KEEP_ALIVE)))
+}
+
+/// A `200 text/event-stream` response of `body`.
+pub(crate) fn event_stream<S>(body: SseBody<S>) -> Response
+where
+    SseBody<S>:
+        futures::Stream<Item = Result<bytes::Bytes, std::convert::Infallible>> + Send + 'static,
+{
+    let mut resp = Response::new(Body::from_stream(body));
     let headers = resp.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -360,7 +403,7 @@ async fn run_agent(
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(resp)
+    resp
 }
 
 #[cfg(test)]
@@ -397,6 +440,7 @@ mod tests {
             run_limiter: None,
             metrics_public: false,
             traces: None,
+            copilotkit_base_path: Some("/copilotkit".into()),
         }
     }
 
@@ -486,7 +530,7 @@ mod tests {
         }
         // The router's operations, each described (a route added without its description
         // fails here).
-        assert_eq!(operations, 10);
+        assert_eq!(operations, 17);
         let unrouted = HttpRequest::builder()
             .uri("/nope")
             .body(Body::empty())

@@ -25,7 +25,7 @@ use crate::bridge::state::ClientView;
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
-use crate::error::RequestError;
+use crate::error::{RequestError, RunError};
 use crate::registry::Agent;
 
 /// `ListTasks` pages read for a list, and tasks per page.
@@ -115,60 +115,12 @@ pub(crate) async fn detail(
         .registry
         .get(&name)
         .ok_or(RequestError::UnknownAgent(name))?;
-    let owner = caller.name.as_str();
-    let context_id = match s
-        .bindings
-        .get(owner, &agent.settings.name, &thread_id)
-        .await
-    {
-        Some(context) => context,
-        // A context not created by this caller through the gateway: its contextId is the
-        // threadId; someone else's, or a foreign one without `threads:all`, is unknown.
-        None => {
-            let created_by = s.bindings.owner_of(&agent.settings.name, &thread_id).await;
-            let visible = match created_by {
-                Some((creator, _)) => caller.may_use(&creator),
-                None => caller.may_see_foreign(agent.settings.visibility),
-            };
-            if !visible {
-                return Err(RequestError::UnknownThread);
-            }
-            thread_id.clone()
-        }
-    };
-    let upstream = s
-        .registry
-        .resolve(&agent)
+    let context_id = context_of(&s, &agent, &caller, &thread_id)
+        .await?
+        .ok_or(RequestError::UnknownThread)?;
+    let mut tasks = tasks_of(&s, &agent, &caller.name, &thread_id, &context_id)
         .await
         .map_err(|_| RequestError::UnknownThread)?;
-    let mut tasks: Vec<Task> = if upstream.version() == ProtocolVersion::V1 {
-        let page = upstream
-            .client
-            .list_tasks(Some(&context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY)
-            .await
-            .map_err(|_| RequestError::UnknownThread)?;
-        page.tasks
-            .into_iter()
-            .filter(|t| t.context_id.as_deref() == Some(context_id.as_str()))
-            .collect()
-    } else {
-        // Without `ListTasks`: the thread's last task, as the binding store recorded it.
-        let records = s
-            .bindings
-            .threads_of(owner, &agent.settings.name, BINDINGS_LIMIT)
-            .await;
-        let task_id = records
-            .into_iter()
-            .find(|r| r.thread_id == thread_id)
-            .and_then(|r| r.task_id)
-            .ok_or(RequestError::UnknownThread)?;
-        let task = upstream
-            .client
-            .get_task(&task_id, Some(DETAIL_HISTORY))
-            .await
-            .map_err(|_| RequestError::UnknownThread)?;
-        vec![task]
-    };
     let summary = threads::summarize(&tasks, |_| thread_id.clone())
         .into_iter()
         .next()
@@ -182,6 +134,73 @@ pub(crate) async fn detail(
     body["state"] = state;
     body["pendingInterrupts"] = pending;
     Ok(Json(body))
+}
+
+/// The context of the caller's thread `thread_id` (DESIGN §4, §11): the one its binding
+/// names; else the threadId itself when that is a context the caller may see. `Ok(None)`: a
+/// thread the caller has not started and may not see as a context (a new one, for all the
+/// caller can tell); `Err`: a context someone else created.
+pub(crate) async fn context_of(
+    s: &AppState,
+    agent: &Agent,
+    caller: &Caller,
+    thread_id: &str,
+) -> Result<Option<String>, RequestError> {
+    let name = &agent.settings.name;
+    if let Some(context) = s.bindings.get(&caller.name, name, thread_id).await {
+        return Ok(Some(context));
+    }
+    let visible = match s.bindings.owner_of(name, thread_id).await {
+        Some((creator, _)) if caller.may_use(&creator) => true,
+        Some(_) => return Err(RequestError::UnknownThread),
+        None => caller.may_see_foreign(agent.settings.visibility),
+    };
+    Ok(visible.then(|| thread_id.to_owned()))
+}
+
+/// The tasks of the thread's context, newest first, each with at most [`DETAIL_HISTORY`]
+/// messages: from `ListTasks`, or (A2A 0.3) the thread's last task as the binding store
+/// recorded it for `owner`.
+pub(crate) async fn tasks_of(
+    s: &AppState,
+    agent: &Agent,
+    owner: &str,
+    thread_id: &str,
+    context_id: &str,
+) -> Result<Vec<Task>, RunError> {
+    let upstream = s.registry.resolve(agent).await.map_err(|e| {
+        let name = &agent.settings.name;
+        RunError::UpstreamUnavailable(format!("agent {name} is not reachable: {e}"))
+    })?;
+    if upstream.version() == ProtocolVersion::V1 {
+        let page = upstream
+            .client
+            .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY)
+            .await
+            .map_err(|e| RunError::from(&e))?;
+        return Ok(page
+            .tasks
+            .into_iter()
+            .filter(|t| t.context_id.as_deref() == Some(context_id))
+            .collect());
+    }
+    let records = s
+        .bindings
+        .threads_of(owner, &agent.settings.name, BINDINGS_LIMIT)
+        .await;
+    let Some(task_id) = records
+        .into_iter()
+        .find(|r| r.thread_id == thread_id)
+        .and_then(|r| r.task_id)
+    else {
+        return Ok(Vec::new());
+    };
+    let task = upstream
+        .client
+        .get_task(&task_id, Some(DETAIL_HISTORY))
+        .await
+        .map_err(|e| RunError::from(&e))?;
+    Ok(vec![task])
 }
 
 /// The state the run path would have projected for the conversation's last task, and its

@@ -7,6 +7,8 @@
 
 mod abuse;
 mod auth;
+mod console;
+mod copilotkit;
 mod fake;
 mod frameworks;
 mod hostile;

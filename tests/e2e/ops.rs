@@ -1002,7 +1002,7 @@ async fn schemathesis_finds_nothing_against_the_live_gateway() {
         // Every check (Schemathesis 4's default), as tests/ops/schemathesis.toml tunes them.
         .args(["--max-examples", "10"])
         .args(["--request-timeout", "10"])
-        .args(["--workers", "2"])
+        .args(["--workers", "1"])
         .args(["--seed", "20260101"])
         .args(["--generation-database", "none"])
         .args(["--header", &format!("Authorization: Bearer {ST_KEY}")])

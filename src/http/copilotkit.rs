@@ -1,0 +1,276 @@
+//! CopilotKit runtime routes (DESIGN §3) under `copilotkit.base_path`: a second thin adapter
+//! over the run path and the threads API, so a CopilotKit frontend (`runtimeUrl` = the base
+//! path) talks to A2A agents with no CopilotKit runtime in between. Same auth, ownership and
+//! limits as every other route (the router's layers wrap these too).
+//!
+//! The shapes, from CopilotKit's own runtime (github.com/CopilotKit/CopilotKit at e9387e0,
+//! `packages/runtime/src/v2/runtime/`; the client is `packages/core/src/agent.ts`,
+//! `ProxiedCopilotRuntimeAgent`):
+//! - `GET {base}/info` (`handlers/get-runtime-info.ts`): `RuntimeInfo` of
+//!   `packages/shared/src/utils/types.ts`: `{version, agents: {<id>: {name, className,
+//!   description, capabilities?}}, audioFileTranscriptionEnabled, mode: "sse",
+//!   threadEndpoints: {list, inspect, mutations, realtimeMetadata}, suggestions, a2uiEnabled,
+//!   openGenerativeUIEnabled, telemetryDisabled}`; `capabilities` is AG-UI's
+//!   `AgentCapabilities` (`transport`, `state`, `humanInTheLoop`, …). `suggestions: false`
+//!   makes the client generate suggestions with a plain run.
+//! - `POST {base}/agent/{id}/run` (`handlers/handle-run.ts`): the body is a `RunAgentInput`,
+//!   the answer the run's SSE: here exactly `POST /agents/{id}`.
+//! - `POST {base}/agent/{id}/connect` (`handlers/handle-connect.ts`, `sse/connect.ts`,
+//!   `runner/in-memory.ts` `connect`): the body is a `RunAgentInput` (only `threadId` is
+//!   read there; `lastSeenEventId` may ride along). The in-memory runner replays the thread's
+//!   stored events, then bridges the live run if one runs; a thread it does not know is an
+//!   empty stream (no events), which the client accepts — an error there would show as
+//!   `AGENT_CONNECT_FAILED` on every page load of a new thread (`core/run-handler.ts`
+//!   `connectAgent`). Here: the thread's A2A history as one run (`RUN_STARTED`,
+//!   `STATE_SNAPSHOT`, `MESSAGES_SNAPSHOT` of every turn, the last task's state with its
+//!   pending interrupts), then that task's further events while it runs (`subscribeOnly`,
+//!   [`crate::run`] `follow`), one terminal event last.
+//! - `POST {base}/agent/{id}/stop/{threadId}` (`handlers/handle-stop.ts`): no body;
+//!   `{stopped: true, interrupt: {type: "RUN_ERROR", message, code: "STOPPED"}}` or
+//!   `{stopped: false, message}`; the client fires it and ignores the answer. Here: A2A
+//!   `CancelTask` on the thread's tasks that still work; the open run stream sees the task
+//!   end as canceled.
+//! - `POST {base}` (`endpoints/single-route-helpers.ts`, `core/fetch-handler.ts`): the
+//!   single-route envelope `{method, params, body}`; `method` is `info`, `agent/run`,
+//!   `agent/connect` (`params.agentId`, `body` the `RunAgentInput`) or `agent/stop`
+//!   (`params.agentId`, `params.threadId`). CopilotKit also has `agent/suggest`,
+//!   `transcribe` and `inspector/metadata`; the gateway has none of them (a 422).
+//!
+//! A thread is the caller's (DESIGN §11): one a caller has not started is new to them (an
+//! empty connect, nothing to stop); naming a context someone else created is a 404.
+
+use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::sse::{self, SseBody};
+use super::{threads, AppState};
+use crate::a2a::model::Task;
+use crate::agui::{Event, RunAgentInput};
+use crate::auth::Caller;
+use crate::bridge::{history, Projector, RunFrame};
+use crate::error::{RequestError, RunError};
+use crate::registry::Agent;
+
+/// The routes under `base` (none when `base` is `None`).
+pub(crate) fn routes(base: Option<&str>) -> Router<AppState> {
+    let Some(base) = base else {
+        return Router::new();
+    };
+    Router::new()
+        .route(&format!("{base}/info"), get(info))
+        .route(&format!("{base}/agent/{{id}}/run"), post(super::run_agent))
+        .route(&format!("{base}/agent/{{id}}/connect"), post(connect))
+        .route(
+            &format!("{base}/agent/{{id}}/stop/{{thread_id}}"),
+            post(stop),
+        )
+        .route(base, post(single_route))
+}
+
+/// `GET {base}/info`: the agents keyed by id.
+async fn info(State(s): State<AppState>) -> Json<Value> {
+    let agents: Map<String, Value> = s
+        .registry
+        .all()
+        .map(|a| (a.settings.name.clone(), describe(a)))
+        .collect();
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "agents": agents,
+        "audioFileTranscriptionEnabled": false,
+        "mode": "sse",
+        "threadEndpoints": {"list": false, "inspect": false, "mutations": false, "realtimeMetadata": false},
+        "suggestions": false,
+        "a2uiEnabled": false,
+        "openGenerativeUIEnabled": false,
+        "telemetryDisabled": true,
+    }))
+}
+
+/// CopilotKit's `AgentDescription` of an agent, from its card (when it was read).
+fn describe(agent: &Agent) -> Value {
+    let summary = agent.summary();
+    json!({
+        "name": agent.settings.name,
+        "className": "A2AAgent",
+        "description": summary["description"].as_str().unwrap_or_default(),
+        "capabilities": {
+            "transport": {"streaming": summary["streaming"].as_bool().unwrap_or(false), "resumable": true},
+            "state": {"snapshots": true, "deltas": true},
+            "humanInTheLoop": {"supported": true, "interrupts": true},
+        },
+    })
+}
+
+/// `POST {base}/agent/{id}/connect`: reattach to the caller's thread after a page reload.
+async fn connect(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    caller: Caller,
+    req: Request,
+) -> Result<Response, RequestError> {
+    let agent = s.registry.get(&id).ok_or(RequestError::UnknownAgent(id))?;
+    let (mut input, headers, permit) = super::read_run(&s, &caller, req).await?;
+    let thread_id = input.thread_id.clone();
+    let Some(context_id) = threads::context_of(&s, &agent, &caller, &thread_id).await? else {
+        return Ok(stream(Vec::new()));
+    };
+    let tasks = match threads::tasks_of(&s, &agent, &caller.name, &thread_id, &context_id).await {
+        Ok(tasks) => tasks,
+        Err(e) => return Ok(stream(vec![failed(&s, &input, &e)])),
+    };
+    let Some(last) = tasks.first() else {
+        return Ok(stream(Vec::new()));
+    };
+    // The whole conversation as what the client holds: the run's reattach to the last task
+    // then sends it complete in its `MESSAGES_SNAPSHOT` (a snapshot deletes what it leaves
+    // out), and follows the task if it still runs.
+    let oldest_first: Vec<&Task> = tasks.iter().rev().collect();
+    let held = history::merge(&input.messages, history::messages(&oldest_first));
+    input.messages = held
+        .into_iter()
+        .filter_map(|m| serde_json::from_value(m).ok())
+        .collect();
+    input.resume.clear();
+    let props = json!({"subscribeOnly": true, "taskId": last.id, "contextId": context_id});
+    input.forwarded_props = Some(json!({ "a2a": props }));
+    super::start_run(&s, agent, &caller, &headers, input, permit).await
+}
+
+/// `POST {base}/agent/{id}/stop/{threadId}`: cancel the caller's thread's running tasks.
+async fn stop(
+    State(s): State<AppState>,
+    Path((id, thread_id)): Path<(String, String)>,
+    caller: Caller,
+) -> Result<Json<Value>, RequestError> {
+    let agent = s.registry.get(&id).ok_or(RequestError::UnknownAgent(id))?;
+    let Some(context_id) = threads::context_of(&s, &agent, &caller, &thread_id).await? else {
+        return Ok(not_stopped(&format!(
+            "No active run for thread '{thread_id}'."
+        )));
+    };
+    let cancelled = match cancel_live(&s, &agent, &caller, &thread_id, &context_id).await {
+        Ok(n) => n,
+        Err(e) => return Ok(not_stopped(&e.to_string())),
+    };
+    if cancelled == 0 {
+        return Ok(not_stopped(&format!(
+            "No active run for thread '{thread_id}'."
+        )));
+    }
+    Ok(Json(json!({"stopped": true, "interrupt": {
+        "type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}})))
+}
+
+fn not_stopped(message: &str) -> Json<Value> {
+    Json(json!({"stopped": false, "message": message}))
+}
+
+/// `CancelTask` for each task of the thread still at work; how many the upstream cancelled.
+async fn cancel_live(
+    s: &AppState,
+    agent: &Agent,
+    caller: &Caller,
+    thread_id: &str,
+    context_id: &str,
+) -> Result<usize, RunError> {
+    let tasks = threads::tasks_of(s, agent, &caller.name, thread_id, context_id).await?;
+    let live = tasks.iter().filter(|t| {
+        let state = &t.status.state;
+        !state.is_terminal() && !state.is_interrupted()
+    });
+    let upstream = s
+        .registry
+        .resolve(agent)
+        .await
+        .map_err(RunError::UpstreamUnavailable)?;
+    let mut cancelled = 0;
+    for task in live {
+        match upstream.client.cancel_task(&task.id).await {
+            Ok(_) => cancelled += 1,
+            Err(e) => return Err(RunError::from(&e)),
+        }
+    }
+    Ok(cancelled)
+}
+
+/// The single-route envelope.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    method: String,
+    #[serde(default)]
+    params: Map<String, Value>,
+    #[serde(default)]
+    body: Option<Value>,
+}
+
+/// `POST {base}`: `{method, params, body}`, dispatched to the handlers above.
+async fn single_route(
+    State(s): State<AppState>,
+    caller: Caller,
+    req: Request,
+) -> Result<Response, RequestError> {
+    if !super::is_json(&req) {
+        return Err(RequestError::UnsupportedMediaType);
+    }
+    let (parts, body) = req.into_parts();
+    let raw = super::read_body(&s, body).await?;
+    let envelope: Envelope = serde_json::from_slice(&raw).map_err(super::json_error)?;
+    drop(raw);
+    let param = |key: &str| {
+        envelope
+            .params
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                RequestError::InvalidRunInput(format!("params.{key} must be a non-empty string"))
+            })
+    };
+    // The body of `agent/run` and `agent/connect` is their request's, as on their own route.
+    let inner = |body: &Option<Value>| {
+        let bytes = serde_json::to_vec(body.as_ref().unwrap_or(&Value::Null)).unwrap_or_default();
+        Request::from_parts(parts.clone(), axum::body::Body::from(bytes))
+    };
+    match envelope.method.as_str() {
+        "info" => Ok(info(State(s)).await.into_response()),
+        "agent/run" => {
+            let id = param("agentId")?;
+            super::run_agent(State(s), Path(id), caller, inner(&envelope.body)).await
+        }
+        "agent/connect" => {
+            let id = param("agentId")?;
+            connect(State(s), Path(id), caller, inner(&envelope.body)).await
+        }
+        "agent/stop" => {
+            let ids = (param("agentId")?, param("threadId")?);
+            Ok(stop(State(s), Path(ids), caller).await?.into_response())
+        }
+        other => Err(RequestError::InvalidRunInput(format!(
+            "method {other:?} is not served here: info, agent/run, agent/connect or agent/stop"
+        ))),
+    }
+}
+
+/// The events of a run that ended before the run path was reached.
+fn failed(s: &AppState, input: &RunAgentInput, error: &RunError) -> Vec<Event> {
+    let mut projector = Projector::new(RunFrame {
+        thread_id: input.thread_id.clone(),
+        run_id: input.run_id.clone(),
+        ..RunFrame::limited(&s.limits)
+    });
+    projector.fail(error)
+}
+
+/// A run stream of `batches` (none: an empty stream, nothing to reattach to).
+fn stream(batches: Vec<Vec<Event>>) -> Response {
+    super::event_stream(SseBody::new(
+        futures::stream::iter(batches),
+        sse::KEEP_ALIVE,
+    ))
+}

@@ -1,0 +1,94 @@
+//! The HITL review console (DESIGN §3, §7) in a real browser: Debian's Chromium driven by
+//! playwright-core (`tests/browser/console.test.mjs`). A run leaves a task waiting for
+//! approval; the reviewer opens `/console`, enters the key, opens the waiting thread from the
+//! inbox, answers through the generated form, and watches the resumed run stream to its end.
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const KEY: &str = "e2e-console-key-0123456789";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reviewer_answers_a_waiting_thread_in_the_console() {
+    let script = root().join("tests/browser/console.test.mjs");
+    assert!(
+        root()
+            .join("tests/browser/node_modules/playwright-core")
+            .exists(),
+        "playwright-core is missing: run `bash scripts/test` (it installs tests/browser)"
+    );
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "Chromium is missing at /usr/bin/chromium: run `bash scripts/test` (apt-get install chromium)"
+    );
+    let upstream_url = upstream("both");
+    let config = json!({
+        "auth": {"api_keys": [{"name": "reviewer", "key": KEY}]},
+        "agents": [{"name": "ref", "url": upstream_url}],
+    });
+    let gw = Gateway::start(&config.to_string(), false).await;
+
+    // The open page needs no key; the API does.
+    let page = reqwest::get(format!("{}/console", gw.base)).await.unwrap();
+    assert_eq!(page.status(), 200);
+    let unkeyed = reqwest::get(format!("{}/threads", gw.base)).await.unwrap();
+    assert_eq!(unkeyed.status(), 401);
+
+    // A pending approval on thread `console-approve`.
+    let thread = "console-approve";
+    let body = with(
+        run_input(thread, "approve"),
+        &json!({"protocolVersion": "1.0"}),
+    );
+    let ask = post_as(&gw.agent_url("ref"), KEY, &body).await;
+    assert_eq!(ask.status(), 200);
+    let events = sse_events(&ask.text().await.unwrap());
+    let finished = events.last().expect("events");
+    assert_eq!(finished["outcome"]["type"], "interrupt", "{finished}");
+    let task_id = finished["outcome"]["interrupts"][0]["metadata"]["a2a"]["taskId"]
+        .as_str()
+        .expect("the interrupt's task")
+        .to_owned();
+
+    let out = tokio::process::Command::new("node")
+        .arg(&script)
+        .args(["--gateway", &gw.base, "--key", KEY, "--thread", thread])
+        .args(["--answer", "yes", "--expect", "Approved:"])
+        .args(["--upstream", upstream_url])
+        .args([
+            "--shots",
+            &root().join("target/console-screenshots").to_string_lossy(),
+        ])
+        .output()
+        .await
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no report from the browser test: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(
+        out.status.success() && report["ok"] == true,
+        "the console check failed: {report:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["question"], "Do you approve? Reply yes or no.");
+    assert!(
+        report["streamed"]
+            .as_str()
+            .unwrap()
+            .contains("Approved: yes"),
+        "{report}"
+    );
+
+    // The answer reached the agent: the same task completed upstream.
+    let task = upstream_get_task(upstream_url, "1.0", &task_id).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+}

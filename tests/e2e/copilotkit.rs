@@ -1,0 +1,330 @@
+//! The CopilotKit runtime routes (DESIGN §3) under the default base path `/copilotkit`:
+//! `info`, `agent/{id}/run`, `agent/{id}/connect` (history, then the live task),
+//! `agent/{id}/stop/{threadId}` (CancelTask), and the single-route envelope `POST {base}`,
+//! each scoped to its caller (DESIGN §11).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+fn ck(gw: &Gateway, path: &str) -> String {
+    format!("{}/copilotkit{path}", gw.base)
+}
+
+/// A CopilotKit connect body: the thread, a fresh run, the messages the page holds.
+fn connect_input(thread: &str, messages: Value) -> Value {
+    json!({"threadId": thread, "runId": format!("{thread}-connect"), "messages": messages,
+        "state": {}, "tools": [], "context": [], "forwardedProps": {}})
+}
+
+/// The run stream ended in exactly one terminal event, last, a `RUN_FINISHED`, and began
+/// with `RUN_STARTED` (what `@ag-ui/client`'s event verification asks of one run).
+fn assert_one_run(run: &SseRun) {
+    assert_run_finished(run);
+    let terminals = run
+        .types()
+        .iter()
+        .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
+        .count();
+    let starts = run.types().iter().filter(|t| **t == "RUN_STARTED").count();
+    assert_eq!((starts, terminals), (1, 1), "{:?}", run.types());
+}
+
+fn snapshot(run: &SseRun) -> Vec<(String, String)> {
+    let snap = run
+        .events
+        .iter()
+        .find(|e| e["type"] == "MESSAGES_SNAPSHOT")
+        .unwrap_or_else(|| panic!("a MESSAGES_SNAPSHOT: {:?}", run.types()));
+    snap["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let content = m["content"].as_str().unwrap_or_default().trim().to_owned();
+            (m["role"].as_str().unwrap().to_owned(), content)
+        })
+        .collect()
+}
+
+fn pair(role: &str, content: &str) -> (String, String) {
+    (role.to_owned(), content.to_owned())
+}
+
+async fn post_json(url: &str, key: Option<&str>, body: &Value) -> (u16, Value) {
+    let mut req = reqwest::Client::new().post(url).json(body);
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// A run route's answer read to its end, as the caller with `key`.
+async fn post_stream(url: &str, key: &str, body: &Value) -> (u16, Vec<Value>) {
+    let resp = post_as(url, key, body).await;
+    let status = resp.status().as_u16();
+    let raw = tokio::time::timeout(WITHIN, resp.text())
+        .await
+        .unwrap()
+        .unwrap();
+    let events = if status == 200 {
+        sse_events(&raw)
+    } else {
+        Vec::new()
+    };
+    (status, events)
+}
+
+async fn wait_ready(gw: &Gateway) {
+    for _ in 0..100 {
+        let ready = reqwest::get(format!("{}/readyz", gw.base)).await.unwrap();
+        if ready.status() == 200 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the gateway did not become ready");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn info_lists_the_agents_keyed_by_id() {
+    let gw = Gateway::start("{}", true).await;
+    wait_ready(&gw).await;
+    let info: Value = reqwest::get(ck(&gw, "/info"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let demo = &info["agents"]["demo"];
+    assert_eq!(demo["name"], "demo", "{info}");
+    assert!(demo["description"].as_str().unwrap().contains("demo"));
+    assert!(demo["className"].is_string());
+    assert_eq!(demo["capabilities"]["transport"]["streaming"], true);
+    assert_eq!(info["mode"], "sse");
+    assert!(info["version"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_streams_an_agui_run() {
+    let gw = Gateway::start("{}", true).await;
+    let run = post_run(
+        &ck(&gw, "/agent/demo/run"),
+        &run_input("ck-run", "echo hello copilot"),
+        WITHIN,
+    )
+    .await;
+    assert_one_run(&run);
+    let text: String = run
+        .events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text.trim(), "hello copilot");
+    let unknown = post_run(&ck(&gw, "/agent/nope/run"), &run_input("x", "echo"), WITHIN).await;
+    assert_eq!(unknown.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connect_after_a_finished_run_rebuilds_the_thread() {
+    let gw = Gateway::start("{}", true).await;
+    let url = ck(&gw, "/agent/demo/run");
+    let mut second = run_input("ck-reload", "echo two");
+    second["messages"][0]["id"] = json!("ck-reload-user-2");
+    second["runId"] = json!("ck-reload-run-2");
+    for body in [run_input("ck-reload", "echo one"), second] {
+        assert_run_finished(&post_run(&url, &body, WITHIN).await);
+    }
+    // A page reload: the page holds nothing of the thread.
+    let connect = ck(&gw, "/agent/demo/connect");
+    let run = post_run(&connect, &connect_input("ck-reload", json!([])), WITHIN).await;
+    assert_one_run(&run);
+    assert_eq!(
+        snapshot(&run),
+        [
+            pair("user", "echo one"),
+            pair("assistant", "one"),
+            pair("user", "echo two"),
+            pair("assistant", "two"),
+        ]
+    );
+    assert!(run.types().contains(&"STATE_SNAPSHOT"));
+    assert_eq!(run.events[0]["threadId"], "ck-reload");
+    // A thread with nothing to show yet: an empty stream, which the client accepts.
+    let fresh = post_run(&connect, &connect_input("ck-new", json!([])), WITHIN).await;
+    assert_eq!(
+        (fresh.status, fresh.events.len()),
+        (200, 0),
+        "{}",
+        fresh.raw
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connect_with_a_pending_interrupt_shows_it() {
+    let gw = Gateway::start("{}", true).await;
+    let run = post_run(
+        &ck(&gw, "/agent/demo/run"),
+        &run_input("ck-wait", "approve"),
+        WITHIN,
+    )
+    .await;
+    assert_eq!(run.events.last().unwrap()["outcome"]["type"], "interrupt");
+    let connect = ck(&gw, "/agent/demo/connect");
+    let back = post_run(&connect, &connect_input("ck-wait", json!([])), WITHIN).await;
+    assert_one_run(&back);
+    let last = back.events.last().unwrap();
+    assert_eq!(last["outcome"]["type"], "interrupt", "{last}");
+    assert_eq!(
+        last["outcome"]["interrupts"][0]["id"],
+        run.events.last().unwrap()["outcome"]["interrupts"][0]["id"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connect_while_a_task_runs_streams_its_further_events() {
+    let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
+    let run_url = ck(&gw, "/agent/ref/run");
+    let first =
+        tokio::spawn(
+            async move { post_run(&run_url, &run_input("ck-live", "slow 30"), WITHIN).await },
+        );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let connect = ck(&gw, "/agent/ref/connect");
+    let back = post_run(&connect, &connect_input("ck-live", json!([])), WITHIN).await;
+    assert_one_run(&back);
+    let types = back.types();
+    let snap = types
+        .iter()
+        .position(|t| *t == "MESSAGES_SNAPSHOT")
+        .unwrap();
+    assert!(
+        types[snap..].contains(&"TEXT_MESSAGE_CONTENT"),
+        "the live task's further text: {types:?}"
+    );
+    assert_eq!(snapshot(&back)[0], pair("user", "slow 30"));
+    let streamed: String = back
+        .events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(streamed.contains("slow 30 done"), "{streamed}");
+    assert_run_finished(&first.await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_cancels_the_live_task() {
+    let up = upstream("both");
+    let gw = Gateway::with_agents(&[("ref", up)]).await;
+    let run_url = ck(&gw, "/agent/ref/run");
+    let live =
+        tokio::spawn(
+            async move { post_run(&run_url, &run_input("ck-stop", "slow 100"), WITHIN).await },
+        );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (status, stopped) = post_json(&ck(&gw, "/agent/ref/stop/ck-stop"), None, &json!({})).await;
+    assert_eq!(
+        (status, &stopped["stopped"]),
+        (200, &json!(true)),
+        "{stopped}"
+    );
+    assert_eq!(stopped["interrupt"]["code"], "STOPPED");
+    // The open run sees its task end, long before its 10 s of ticks.
+    let run = live.await.unwrap();
+    assert!(run.elapsed < Duration::from_secs(5), "{:?}", run.elapsed);
+    let task_id = run.events[0]["metadata"]["a2a"]["taskId"].as_str().unwrap();
+    let task = upstream_get_task(up, "1.0", task_id).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{task}");
+    // Nothing runs any more.
+    let (_, again) = post_json(&ck(&gw, "/agent/ref/stop/ck-stop"), None, &json!({})).await;
+    assert_eq!(again["stopped"], false, "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_single_route_envelope_serves_each_method() {
+    let gw = Gateway::start("{}", true).await;
+    let base = ck(&gw, "");
+    let (status, info) = post_json(&base, None, &json!({"method": "info"})).await;
+    assert_eq!(
+        (status, &info["agents"]["demo"]["name"]),
+        (200, &json!("demo"))
+    );
+
+    let run = json!({"method": "agent/run", "params": {"agentId": "demo"},
+        "body": run_input("ck-single", "echo via envelope")});
+    assert_one_run(&post_run(&base, &run, WITHIN).await);
+
+    let connect = json!({"method": "agent/connect", "params": {"agentId": "demo"},
+        "body": connect_input("ck-single", json!([]))});
+    let back = post_run(&base, &connect, WITHIN).await;
+    assert_one_run(&back);
+    assert_eq!(
+        snapshot(&back),
+        [
+            pair("user", "echo via envelope"),
+            pair("assistant", "via envelope")
+        ]
+    );
+
+    let stop =
+        json!({"method": "agent/stop", "params": {"agentId": "demo", "threadId": "ck-single"}});
+    let (status, stopped) = post_json(&base, None, &stop).await;
+    assert_eq!(
+        (status, &stopped["stopped"]),
+        (200, &json!(false)),
+        "{stopped}"
+    );
+
+    let (status, err) = post_json(&base, None, &json!({"method": "transcribe"})).await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (422, Some("invalid_run_input"))
+    );
+    let (status, _) = post_json(&base, None, &json!({"method": "agent/run", "body": {}})).await;
+    assert_eq!(status, 422, "agentId is required");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_callers_thread_is_a_404() {
+    let (alice, bob) = ("ck-alice-key-0123456789", "ck-bob-key-0123456789");
+    let config = json!({"auth": {"api_keys": [
+        {"name": "alice", "key": alice}, {"name": "bob", "key": bob}]}});
+    let gw = Gateway::start(&config.to_string(), true).await;
+    let (status, ran) = post_stream(
+        &ck(&gw, "/agent/demo/run"),
+        alice,
+        &run_input("ck-mine", "echo private"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let context = ran[0]["metadata"]["a2a"]["contextId"].as_str().unwrap();
+    let connect = ck(&gw, "/agent/demo/connect");
+
+    // Alice gets her thread back.
+    let (status, back) = post_stream(&connect, alice, &connect_input("ck-mine", json!([]))).await;
+    assert_eq!(status, 200);
+    assert!(back.iter().any(|e| e["type"] == "MESSAGES_SNAPSHOT"));
+    // Bob naming her context: a 404, for connect and for stop.
+    let resp = post_as(&connect, bob, &connect_input(context, json!([]))).await;
+    assert_eq!(resp.status(), 404);
+    let stop = ck(&gw, &format!("/agent/demo/stop/{context}"));
+    let (status, err) = post_json(&stop, Some(bob), &json!({})).await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (404, Some("unknown_thread"))
+    );
+    // Bob's own thread of the same name is a new one: nothing of hers in it.
+    let (status, empty) = post_stream(&connect, bob, &connect_input("ck-mine", json!([]))).await;
+    assert_eq!((status, empty.len()), (200, 0), "{empty:?}");
+    // And no caller, no answer.
+    let resp = reqwest::get(ck(&gw, "/info")).await.unwrap();
+    assert_eq!(resp.status(), 401);
+}
