@@ -22,10 +22,11 @@ RUN mkdir -p src benches tests/e2e \
     && rm -rf src
 
 # The sources, and what they include at compile time (include_str!: the OpenAPI description
-# served at run time). COPY keeps their (older) mtimes, so touch them: cargo must not take the
+# and the review console, served at run time). COPY keeps their (older) mtimes, so touch them: cargo must not take the
 # stub build above for an up-to-date one. scripts/container-check builds from exactly the
 # files this stage COPYs.
 COPY openapi/openapi.json ./openapi/openapi.json
+COPY console ./console
 COPY src ./src
 RUN touch src/lib.rs src/main.rs \
     && cargo build --release --locked --bin agui-a2a-gateway

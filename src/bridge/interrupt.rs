@@ -99,10 +99,14 @@ impl Pending {
         m
     }
 
-    /// The entry at `/a2a/pendingInterrupts/<id>`.
+    /// The entry at `/a2a/pendingInterrupts/<id>`: with its `responseSchema`, so any client
+    /// holding the state (the console, a reload) can build the answer's form.
     pub(crate) fn state_entry(&self) -> Value {
         let mut m = self.base();
         m.insert("id".into(), json!(self.id));
+        if let Some(schema) = &self.response_schema {
+            m.insert("responseSchema".into(), schema.clone());
+        }
         Value::Object(m)
     }
 
