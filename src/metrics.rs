@@ -227,7 +227,7 @@ impl Metrics {
             self.run_errors
                 .get_or_create(&ErrorLabels {
                     agent: agent.to_owned(),
-                    code: code.to_owned(),
+                    code: bounded_code(code).to_owned(),
                 })
                 .inc();
         }
@@ -264,6 +264,17 @@ impl Metrics {
     /// A run request was refused by `rate_limits`.
     pub(crate) fn rate_limited(&self) {
         self.rate_limited.inc();
+    }
+}
+
+/// A `RUN_ERROR` code as a label value: `a2a_error_<n>` carries a number the upstream chose,
+/// so only the JSON-RPC reserved range (-32768..=-32000) keeps its own series; any other
+/// number is `a2a_error_other` (an upstream cannot grow the label set without bound).
+fn bounded_code(code: &str) -> &str {
+    match code.strip_prefix("a2a_error_").map(str::parse::<i64>) {
+        Some(Ok(n)) if (-32768..=-32000).contains(&n) => code,
+        Some(_) => "a2a_error_other",
+        None => code,
     }
 }
 
@@ -315,6 +326,15 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing in:\n{text}");
         }
+        m.run_ended(
+            "ref",
+            RunOutcome::Error,
+            Some("a2a_error_123456"),
+            Duration::ZERO,
+        );
+        assert!(m
+            .encode()
+            .contains(r#"agui_gateway_run_errors_total{agent="ref",code="a2a_error_other"} 1"#));
         drop(stream);
         assert!(m
             .encode()

@@ -148,19 +148,16 @@ async fn stop(
     caller: Caller,
 ) -> Result<Json<Value>, RequestError> {
     let agent = s.registry.get(&id).ok_or(RequestError::UnknownAgent(id))?;
+    let nothing_running = || not_stopped(&format!("No active run for thread '{thread_id}'."));
     let Some(context_id) = threads::context_of(&s, &agent, &caller, &thread_id).await? else {
-        return Ok(not_stopped(&format!(
-            "No active run for thread '{thread_id}'."
-        )));
+        return Ok(nothing_running());
     };
     let cancelled = match cancel_live(&s, &agent, &caller, &thread_id, &context_id).await {
         Ok(n) => n,
         Err(e) => return Ok(not_stopped(&e.to_string())),
     };
     if cancelled == 0 {
-        return Ok(not_stopped(&format!(
-            "No active run for thread '{thread_id}'."
-        )));
+        return Ok(nothing_running());
     }
     Ok(Json(json!({"stopped": true, "interrupt": {
         "type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}})))
@@ -188,14 +185,21 @@ async fn cancel_live(
         .resolve(agent)
         .await
         .map_err(RunError::UpstreamUnavailable)?;
-    let mut cancelled = 0;
-    for task in live {
-        match upstream.client.cancel_task(&task.id).await {
-            Ok(_) => cancelled += 1,
-            Err(e) => return Err(RunError::from(&e)),
+    // All the cancels together within `timeouts.upstream_call`, like one call.
+    let cancel_all = async {
+        let mut cancelled = 0;
+        for task in live {
+            match upstream.client.cancel_task(&task.id).await {
+                Ok(_) => cancelled += 1,
+                Err(e) => return Err(RunError::from(&e)),
+            }
         }
-    }
-    Ok(cancelled)
+        Ok(cancelled)
+    };
+    let bound = s.timeouts.upstream_call;
+    tokio::time::timeout(bound, cancel_all)
+        .await
+        .unwrap_or_else(|_| Err(RunError::timeout("upstream_call", bound)))
 }
 
 /// The single-route envelope.
