@@ -271,7 +271,7 @@ async fn check_ownership(
     };
     // The task's context, from the upstream (bounded by `timeouts.upstream_call`); a task
     // the upstream cannot show is left to the run, which reports it in the stream.
-    let Ok(upstream) = s.registry.resolve(agent).await else {
+    let Ok(upstream) = s.registry.resolve_as(agent, &caller.name).await else {
         return Ok(());
     };
     let Ok(task) = upstream.client.get_task(task_id, Some(0)).await else {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{json, Value};
 
 use crate::a2a::card::{self, AgentCard};
@@ -33,6 +34,43 @@ impl Resolved {
     /// The protocol version in use.
     pub fn version(&self) -> ProtocolVersion {
         self.client.version()
+    }
+
+    /// This resolution with `client` in place of its own (the same card).
+    pub fn with_client(&self, client: Client) -> Arc<Resolved> {
+        Arc::new(Resolved {
+            card: self.card.clone(),
+            client,
+            streaming: self.streaming,
+        })
+    }
+}
+
+/// The caller identity header every upstream call made for `owner` carries
+/// (`forward_identity`, DESIGN §11): `None` when the agent forwards none, an error when the
+/// identity cannot be a header value. The one home of that rule: runs, thread reads,
+/// CopilotKit connect and stop all call upstream through [`Registry::resolve_as`] or this.
+pub(crate) fn caller_identity(
+    settings: &AgentSettings,
+    owner: &str,
+) -> Result<Option<(HeaderName, HeaderValue)>, String> {
+    let Some(name) = &settings.forward_identity else {
+        return Ok(None);
+    };
+    let value = HeaderValue::from_str(owner).map_err(|_| {
+        format!("the caller identity is not a valid value of the {name} header (forward_identity)")
+    })?;
+    Ok(Some((name.clone(), value)))
+}
+
+/// `client`, carrying the caller identity header if there is one.
+pub(crate) fn with_identity(
+    client: &Client,
+    identity: Option<(HeaderName, HeaderValue)>,
+) -> Client {
+    match identity {
+        Some((name, value)) => client.with_header(name, value),
+        None => client.clone(),
     }
 }
 
@@ -168,6 +206,19 @@ impl Registry {
         match agent.resolved() {
             Some(r) => Ok(r),
             None => self.refresh(agent).await,
+        }
+    }
+
+    /// The agent's resolution whose client calls upstream on behalf of `owner` (with the
+    /// caller identity header when the agent forwards it).
+    pub async fn resolve_as(&self, agent: &Agent, owner: &str) -> Result<Arc<Resolved>, String> {
+        let upstream = self
+            .resolve(agent)
+            .await
+            .map_err(|e| format!("agent {} is not reachable: {e}", agent.settings.name))?;
+        match caller_identity(&agent.settings, owner)? {
+            None => Ok(upstream),
+            identity => Ok(upstream.with_client(with_identity(&upstream.client, identity))),
         }
     }
 

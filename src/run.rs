@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use reqwest::header::{HeaderName, HeaderValue};
 
-use crate::a2a::client::{Client, ClientError, EventStream};
+use crate::a2a::client::{ClientError, EventStream};
 use crate::a2a::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task};
 use crate::a2a::rpc_code;
 use crate::agui::input::Message as ClientMessage;
@@ -40,7 +40,7 @@ use crate::config::{ContextIds, Limits, TimeoutSettings};
 use crate::error::RunError;
 use crate::metrics::{Metrics, OpenStream, RunOutcome};
 use crate::redact::Shown;
-use crate::registry::{Agent, Registry, Resolved};
+use crate::registry::{self, with_identity, Agent, Registry, Resolved};
 use crate::telemetry::{RunEnd, RunTrace};
 
 /// Pick-up reads at most this many `ListTasks` pages of this many tasks, each task with at
@@ -361,14 +361,6 @@ struct Run {
     first_event_seen: bool,
 }
 
-/// `client`, carrying the caller identity header if there is one.
-fn with_identity(client: &Client, identity: Option<(HeaderName, HeaderValue)>) -> Client {
-    match identity {
-        Some((name, value)) => client.with_header(name, value),
-        None => client.clone(),
-    }
-}
-
 /// The upstream no longer takes input on this task: unknown, or finished (A2A 1.0 §3.3.2,
 /// transcripts §2.33-2.34).
 fn is_stale_task(e: &ClientError) -> bool {
@@ -545,18 +537,10 @@ impl Run {
         self.armed_task = wanted;
     }
 
-    /// The caller identity header every upstream call of this run carries
-    /// (`forward_identity`, DESIGN §11); `None` when the agent forwards none.
+    /// The caller identity header every upstream call of this run carries.
     fn identity(&self) -> Result<Option<(HeaderName, HeaderValue)>, RunError> {
-        let Some(name) = &self.agent.settings.forward_identity else {
-            return Ok(None);
-        };
-        let value = HeaderValue::from_str(&self.owner).map_err(|_| {
-            RunError::UpstreamUnavailable(format!(
-                "the caller identity is not a valid value of the {name} header (forward_identity)"
-            ))
-        })?;
-        Ok(Some((name.clone(), value)))
+        registry::caller_identity(&self.agent.settings, &self.owner)
+            .map_err(RunError::UpstreamUnavailable)
     }
 
     fn disarm_cancel(&self) {
@@ -585,13 +569,9 @@ impl Run {
             (Ok(None), None) => upstream,
             (Ok(identity), trace) => {
                 let client = with_identity(&upstream.client, identity);
-                Arc::new(Resolved {
-                    card: upstream.card.clone(),
-                    client: match trace {
-                        Some(t) => client.traced(t.clone()),
-                        None => client,
-                    },
-                    streaming: upstream.streaming,
+                upstream.with_client(match trace {
+                    Some(t) => client.traced(t.clone()),
+                    None => client,
                 })
             }
             (Err(e), _) => return self.fail(e).await,

@@ -182,7 +182,7 @@ async fn cancel_live(
     });
     let upstream = s
         .registry
-        .resolve(agent)
+        .resolve_as(agent, &caller.name)
         .await
         .map_err(RunError::UpstreamUnavailable)?;
     // All the cancels together within `timeouts.upstream_call`, like one call.

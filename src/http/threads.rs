@@ -168,10 +168,11 @@ pub(crate) async fn tasks_of(
     thread_id: &str,
     context_id: &str,
 ) -> Result<Vec<Task>, RunError> {
-    let upstream = s.registry.resolve(agent).await.map_err(|e| {
-        let name = &agent.settings.name;
-        RunError::UpstreamUnavailable(format!("agent {name} is not reachable: {e}"))
-    })?;
+    let upstream = s
+        .registry
+        .resolve_as(agent, owner)
+        .await
+        .map_err(RunError::UpstreamUnavailable)?;
     if upstream.version() == ProtocolVersion::V1 {
         let page = upstream
             .client
@@ -232,7 +233,7 @@ async fn visible_threads(
     agent: &Agent,
     caller: &Caller,
 ) -> (Vec<ThreadSummary>, &'static str) {
-    let Ok(upstream) = s.registry.resolve(agent).await else {
+    let Ok(upstream) = s.registry.resolve_as(agent, &caller.name).await else {
         return (Vec::new(), SOURCE_UPSTREAM);
     };
     if upstream.version() != ProtocolVersion::V1 {
@@ -266,7 +267,7 @@ async fn visible_threads(
 /// knows them, each with its last task read with `GetTask` (at most [`BINDINGS_LIMIT`]
 /// threads, [`GET_CONCURRENCY`] calls at a time, all within one `timeouts.upstream_call`).
 async fn from_bindings(s: &AppState, agent: &Agent, caller: &Caller) -> Vec<ThreadSummary> {
-    let Ok(upstream) = s.registry.resolve(agent).await else {
+    let Ok(upstream) = s.registry.resolve_as(agent, &caller.name).await else {
         return Vec::new();
     };
     let records = s

@@ -94,6 +94,40 @@ async fn run(gw: &Gateway, thread: &str, run: &str, message_id: &str, extra: Val
     text
 }
 
+/// The inbox, the thread list and detail, CopilotKit connect and stop for `thread`, as alice.
+async fn read_outside_runs(gw: &Gateway, thread: &str) {
+    let client = reqwest::Client::new();
+    let gets = [
+        format!("{}/threads", gw.base),
+        format!("{}/threads", gw.agent_url("up")),
+        format!("{}/threads/{thread}", gw.agent_url("up")),
+    ];
+    for url in gets {
+        let resp = client
+            .get(&url)
+            .bearer_auth(INBOUND_KEY)
+            .send()
+            .await
+            .unwrap();
+        // The detail is 404: this upstream's ListTasks knows no task of the thread.
+        assert!(matches!(resp.status().as_u16(), 200 | 404), "{url}");
+    }
+    let connect = json!({"threadId": thread, "runId": "connect", "messages": []});
+    let posts = [
+        (format!("{}/copilotkit/agent/up/connect", gw.base), connect),
+        (
+            format!("{}/copilotkit/agent/up/stop/{thread}", gw.base),
+            json!({}),
+        ),
+    ];
+    for (url, body) in posts {
+        let resp = client.post(&url).bearer_auth(INBOUND_KEY).json(&body);
+        let resp = resp.timeout(Duration::from_secs(20)).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{url}");
+        resp.text().await.unwrap();
+    }
+}
+
 /// What a recorded request shows of `needle` outside the one place it may be: the threadId
 /// only as `params.contextId` of a `ListTasks`. Returns a description of each leak.
 fn leaks(requests: &[Recorded], needle: &str, thread_filter_allowed: bool) -> Vec<String> {
@@ -175,6 +209,11 @@ async fn the_upstream_sees_no_inbound_ids_or_keys_and_every_call_carries_the_cal
     let send = json!({"forwardedProps": {"a2a": {"mode": "send"}}});
     let sent = run(&gw, THREADS[2], RUNS[3], "msg-3", send).await;
     assert!(sent.contains("sent, not streamed"), "{sent}");
+    // The routes that read or cancel on the caller's behalf outside a run: the inbox, a
+    // thread's list and detail, CopilotKit's connect and stop.
+    let before = up.requests().len();
+    read_outside_runs(&gw, THREADS[0]).await;
+    assert!(up.requests().len() >= before + 4, "{:?}", up.calls());
 
     let requests = up.requests();
     let methods: Vec<&str> = requests.iter().map(|r| r.method.as_str()).collect();
