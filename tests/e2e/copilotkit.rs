@@ -328,3 +328,95 @@ async fn another_callers_thread_is_a_404() {
     let resp = reqwest::get(ck(&gw, "/info")).await.unwrap();
     assert_eq!(resp.status(), 401);
 }
+
+/// CopilotKit's own client (`@copilotkitnext/core` 1.54.1, a page's `CopilotKitCore` with only
+/// `runtimeUrl` and the API key header set) against the Python a2a-sdk agent, over each of
+/// CopilotKit's transports: a run, a second turn, a reload that reconnects and sees the
+/// whole thread, and a stop while a task runs that cancels it upstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn copilotkits_own_client_runs_reconnects_and_stops() {
+    const KEY: &str = "ck-client-key-0123456789";
+    let up = upstream("both");
+    let config = json!({
+        "auth": {"api_keys": [{"name": "alice", "key": KEY}]},
+        "agents": [{"name": "ref", "url": up}],
+    });
+    let gw = Gateway::start(&config.to_string(), false).await;
+    wait_ready(&gw).await;
+    for transport in ["rest", "single"] {
+        let thread = format!("ck-own-{transport}");
+        let steps = copilotkit_session(json!({
+            "runtimeUrl": ck(&gw, ""),
+            "transport": transport,
+            "agentId": "ref",
+            "threadId": thread,
+            "headers": {"Authorization": format!("Bearer {KEY}")},
+            "steps": [
+                {"run": "echo hello there"},
+                {"run": "echo second turn"},
+                {"reload": true},
+                {"stopAfter": "slow 100", "onEvent": "TEXT_MESSAGE_CONTENT"},
+                {"reload": true},
+            ],
+        }))
+        .await;
+        for (n, step) in steps.iter().enumerate() {
+            let what = format!("{transport} step {n}: {step}");
+            assert_eq!(step["connection"], "connected", "{what}");
+            assert_eq!(step["errors"], json!([]), "{what}");
+            assert_eq!(step["warnings"], json!([]), "{what}");
+            let types = event_types(step);
+            assert_eq!(
+                types.first().map(String::as_str),
+                Some("RUN_STARTED"),
+                "{what}"
+            );
+            assert_eq!(
+                types.last().map(String::as_str),
+                Some("RUN_FINISHED"),
+                "{what}"
+            );
+        }
+        let turns = |step: &Value| -> Vec<(String, String)> {
+            step["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    let text = m["content"].as_str().unwrap_or_default().trim().to_owned();
+                    (m["role"].as_str().unwrap().to_owned(), text)
+                })
+                .collect()
+        };
+        let two_turns = vec![
+            pair("user", "echo hello there"),
+            pair("assistant", "hello there"),
+            pair("user", "echo second turn"),
+            pair("assistant", "second turn"),
+        ];
+        assert_eq!(turns(&steps[1]), two_turns, "{transport}");
+        // The reloaded page started empty (CopilotKit clears the agent before connecting):
+        // everything it shows came from the gateway's connect.
+        assert_eq!(turns(&steps[2]), two_turns, "{transport}");
+        let types = event_types(&steps[2]);
+        assert!(types.contains(&"MESSAGES_SNAPSHOT".to_owned()), "{types:?}");
+
+        // The stop: the run ends long before its 10 s of ticks, its task canceled upstream.
+        let stopped = &steps[3];
+        assert!(stopped["elapsedMs"].as_u64().unwrap() < 5000, "{stopped}");
+        let task_id = stopped["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["type"] == "STATE_DELTA")
+            .flat_map(|e| e["delta"].as_array().unwrap().clone())
+            .find(|op| op["path"] == "/a2a/task")
+            .and_then(|op| op["value"]["id"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("a /a/a2a/task delta: {stopped}"));
+        let task = upstream_get_task(up, "1.0", &task_id).await;
+        assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{task}");
+        let after = turns(&steps[4]);
+        assert_eq!(after[..4], two_turns[..], "{transport}");
+        assert_eq!(after[4], pair("user", "slow 100"), "{transport}");
+    }
+}

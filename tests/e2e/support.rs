@@ -250,22 +250,40 @@ pub fn activity(step: &Value) -> &Value {
 }
 
 pub async fn drive_with(script: Value) -> Vec<Value> {
-    let client = root().join("tests/client");
-    require(&client.join("node_modules/@ag-ui/client"), "@ag-ui/client");
+    node_steps("tests/client", "@ag-ui/client", "drive.mjs", script).await
+}
+
+/// CopilotKit's own client (`@copilotkitnext/core`, tests/copilotkit/session.mjs) running
+/// `script`'s steps: what its agent held and saw after each.
+pub async fn copilotkit_session(script: Value) -> Vec<Value> {
+    node_steps(
+        "tests/copilotkit",
+        "@copilotkitnext/core",
+        "session.mjs",
+        script,
+    )
+    .await
+}
+
+/// Runs a Node driver of `dir` (whose `package` must be installed) on `script`: the
+/// `steps` of the JSON object it prints.
+async fn node_steps(dir: &str, package: &str, driver: &str, script: Value) -> Vec<Value> {
+    let dir = root().join(dir);
+    require(&dir.join("node_modules").join(package), package);
     let out = tokio::process::Command::new("node")
-        .arg(client.join("drive.mjs"))
+        .arg(dir.join(driver))
         .arg(script.to_string())
         .output()
         .await
         .expect("run node");
     assert!(
         out.status.success(),
-        "driver failed: {}",
+        "{driver} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "driver output is not JSON ({e}): {}",
+            "{driver} output is not JSON ({e}): {}",
             String::from_utf8_lossy(&out.stdout)
         )
     });
