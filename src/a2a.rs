@@ -87,6 +87,16 @@ impl ProtocolVersion {
         })
     }
 
+    /// Decodes a whole JSON-RPC response carrying one event or an error in one pass, where
+    /// the version has such a path (1.0); `None`: use [`parse_envelope`] and
+    /// [`ProtocolVersion::decode_event`], which also classify unknown results.
+    pub fn decode_response(self, text: &str) -> Option<Result<StreamEvent, RpcError>> {
+        match self {
+            Self::V1 => wire_v1::decode_response(text),
+            Self::V0_3 => None,
+        }
+    }
+
     /// Decodes one stream result or blocking-send result.
     pub fn decode_event(self, raw: &str) -> StreamEvent {
         match self {

@@ -54,6 +54,8 @@ const RECOVERY_ATTEMPTS: u32 = 3;
 /// Event batches buffered between the run and its response (one upstream event's worth
 /// each, so at most this many upstream events are held for a slow client).
 const CHANNEL_CAPACITY: usize = 16;
+/// The most upstream events projected into one batch (read path batching, `pump`).
+const MAX_BATCH_EVENTS: usize = 64;
 
 /// Everything a run needs, handed over by the HTTP handler.
 pub(crate) struct RunRequest {
@@ -269,7 +271,7 @@ pub(crate) fn start(req: RunRequest) -> RunEvents {
         }),
     };
     let cancel_on_drop = Arc::new(Mutex::new(None));
-    let run = tokio::spawn(drive(req, sink, cancel_on_drop.clone()));
+    let run = tokio::spawn(drive(Box::new(req), sink, cancel_on_drop.clone()));
     RunEvents {
         run: Some(run),
         rx,
@@ -279,27 +281,27 @@ pub(crate) fn start(req: RunRequest) -> RunEvents {
 }
 
 /// Prepares and executes the run, ending it through the projector whatever happens.
-async fn drive(req: RunRequest, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
+///
+/// The request, the run and their futures live in boxes: a future's size is that of its
+/// largest state, so the task then holds what the current step needs, not every step's
+/// state for the whole stream (memory per open stream, docs/performance.md).
+async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
     let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
     let run_timeout = req.timeouts.run;
     let mut stop = req.stop.clone();
-    let prepared = std::panic::AssertUnwindSafe(Run::prepare(req, sink.clone(), cancel_on_drop))
-        .catch_unwind()
-        .await;
+    let preparing = sink.clone();
+    let prepared =
+        Box::pin(async move { Box::new(Run::prepare(*req, preparing, cancel_on_drop).await) });
+    let prepared = std::panic::AssertUnwindSafe(prepared).catch_unwind().await;
     let mut run = match prepared {
         Ok(run) => run,
         Err(_) => {
             tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
-            let mut projector = Projector::new(RunFrame {
-                thread_id,
-                run_id,
-                ..RunFrame::default()
-            });
-            let _ = sink.emit(projector.fail(&RunError::Internal)).await;
+            let _ = sink.emit(unprepared_failure(thread_id, run_id)).await;
             return;
         }
     };
-    let executed = std::panic::AssertUnwindSafe(run.execute()).catch_unwind();
+    let executed = std::panic::AssertUnwindSafe(Box::pin(run.execute())).catch_unwind();
     let ended = tokio::select! {
         result = tokio::time::timeout(run_timeout, executed) => match result {
             Ok(Ok(_)) => None,
@@ -320,6 +322,16 @@ async fn drive(req: RunRequest, sink: Sink, cancel_on_drop: Arc<Mutex<Option<Can
     let _ = run.sink.emit(events).await;
     run.disarm_cancel();
     run.sink.meter.learn(&run.projector);
+}
+
+/// The events of a run whose preparation panicked.
+fn unprepared_failure(thread_id: String, run_id: String) -> Vec<Event> {
+    let mut projector = Projector::new(RunFrame {
+        thread_id,
+        run_id,
+        ..RunFrame::default()
+    });
+    projector.fail(&RunError::Internal)
 }
 
 struct Run {
@@ -467,9 +479,15 @@ impl Run {
     }
 
     async fn apply(&mut self, event: &StreamEvent) -> Result<(), Disconnected> {
-        self.first_event();
-        let events = self.projector.apply(event);
+        let mut events = Vec::new();
+        self.project(event, &mut events);
         self.emit(events).await
+    }
+
+    /// Projects one upstream event, its AG-UI events appended to `out`.
+    fn project(&mut self, event: &StreamEvent, out: &mut Vec<Event>) {
+        self.first_event();
+        out.extend(self.projector.apply(event));
     }
 
     /// The upstream's first event of the run (`agui_gateway_time_to_first_event_seconds`).
@@ -492,9 +510,9 @@ impl Run {
                 let agent = &self.agent.settings.name;
                 let thread = &self.thread_id;
                 if self.stored_binding.as_deref() != Some(context_id.as_str()) {
-                    self.bindings
-                        .put(&self.owner, agent, thread, &context_id)
-                        .await;
+                    // Boxed, as every rare await of the run: a future's size is that of its
+                    // largest state, held for the whole stream (memory per open stream).
+                    Box::pin(self.bindings.put(&self.owner, agent, thread, &context_id)).await;
                 }
                 self.bound = true;
             }
@@ -510,7 +528,7 @@ impl Run {
                     task_id: Some(task_id.to_owned()),
                 };
                 let agent = &self.agent.settings.name;
-                self.bindings.put_task(&self.owner, agent, &record).await;
+                Box::pin(self.bindings.put_task(&self.owner, agent, &record)).await;
                 self.recorded_task = record.task_id;
             }
         }
@@ -577,14 +595,16 @@ impl Run {
             (Err(e), _) => return self.fail(e).await,
         };
         if self.pick_up {
-            self.pick_up(&upstream).await?;
+            Box::pin(self.pick_up(&upstream)).await?;
         }
         match self.plan.action.clone() {
             Action::Refuse(_) => Ok(()),
-            Action::Cancel { task_id } => self.cancel(&upstream, &task_id).await,
-            Action::Subscribe { task_id } => self.subscribe_only(&upstream, &task_id).await,
-            Action::Send(message) => self.send_or_fail(&upstream, &message).await,
-            Action::Answer(answer) => self.answer(&upstream, &answer).await,
+            Action::Cancel { task_id } => Box::pin(self.cancel(&upstream, &task_id)).await,
+            Action::Subscribe { task_id } => {
+                Box::pin(self.subscribe_only(&upstream, &task_id)).await
+            }
+            Action::Send(message) => Box::pin(self.send_or_fail(&upstream, &message)).await,
+            Action::Answer(answer) => Box::pin(self.answer(&upstream, &answer)).await,
         }
     }
 
@@ -781,6 +801,8 @@ impl Run {
         mut stream: EventStream,
     ) -> Result<(), Disconnected> {
         let mut first = true;
+        // An item read while draining a batch, not an event: handled first next time round.
+        let mut carried = None;
         loop {
             let (key, wait) = if first {
                 ("first_event", self.timeouts.first_event)
@@ -788,18 +810,47 @@ impl Run {
                 ("idle", self.timeouts.idle)
             };
             first = false;
-            match tokio::time::timeout(wait, stream.next()).await {
+            let next = match carried.take() {
+                Some(item) => Ok(item),
+                None => tokio::time::timeout(wait, stream.next()).await,
+            };
+            match next {
                 Err(_) => return self.fail(RunError::timeout(key, wait)).await,
                 Ok(Some(Ok(event))) => {
-                    self.upstream_events += 1;
-                    if self.upstream_events > self.limits.max_events_per_run {
-                        let msg = format!(
-                            "the upstream sent more than limits.max_events_per_run ({}) events",
-                            self.limits.max_events_per_run
-                        );
-                        return self.fail(RunError::LimitExceeded(msg)).await;
+                    // The events the upstream already delivered are projected together and
+                    // handed on as one batch (one channel send, one write): nothing waits
+                    // for more than is ready, and a batch is at most `MAX_BATCH_EVENTS`.
+                    let mut batch = Vec::new();
+                    let mut event = event;
+                    let mut drained = 0;
+                    loop {
+                        if let Err(limit) = self.count_event() {
+                            self.emit(batch).await?;
+                            return self.fail(limit).await;
+                        }
+                        self.project(&event, &mut batch);
+                        drained += 1;
+                        if self.projector.is_finished() || drained == MAX_BATCH_EVENTS {
+                            break;
+                        }
+                        let mut ready = stream.next().now_or_never();
+                        if ready.is_none() {
+                            // One scheduler turn for the upstream connection to decode the
+                            // next event it already read (hyper hands a body on one chunk
+                            // at a time); a quiet stream loses only that turn.
+                            tokio::task::yield_now().await;
+                            ready = stream.next().now_or_never();
+                        }
+                        match ready {
+                            Some(Some(Ok(next))) => event = next,
+                            Some(item) => {
+                                carried = Some(item);
+                                break;
+                            }
+                            None => break,
+                        }
                     }
-                    self.apply(&event).await?;
+                    self.emit(batch).await?;
                     if self.projector.is_finished() {
                         return Ok(());
                     }
@@ -812,6 +863,18 @@ impl Run {
                 Ok(None) => return self.end_of_stream(upstream).await,
             }
         }
+    }
+
+    /// Counts one upstream event against `limits.max_events_per_run`.
+    fn count_event(&mut self) -> Result<(), RunError> {
+        self.upstream_events += 1;
+        if self.upstream_events > self.limits.max_events_per_run {
+            return Err(RunError::LimitExceeded(format!(
+                "the upstream sent more than limits.max_events_per_run ({}) events",
+                self.limits.max_events_per_run
+            )));
+        }
+        Ok(())
     }
 
     async fn end_of_stream(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {

@@ -467,13 +467,15 @@ impl Client {
             let event = decode_frame(version, &String::from_utf8_lossy(&body))?;
             return Ok(Box::pin(futures::stream::iter([Ok(event)])));
         }
-        let frames = sse::frames(resp.bytes_stream(), self.max_event_bytes);
-        let events = frames.map(move |frame| match frame {
+        // Each event is decoded where the SSE reader holds it (no copy of its data).
+        let decode = move |_event: Option<&str>, data: &str| decode_frame(version, data);
+        let frames = sse::frames(resp.bytes_stream(), self.max_event_bytes, decode);
+        let events = frames.map(|frame| match frame {
             Err(SseError::TooLarge { limit }) => Err(ClientError::EventTooLarge { limit }),
             Err(e) => Err(ClientError::Unavailable(format!(
                 "upstream stream broke: {e}"
             ))),
-            Ok(frame) => decode_frame(version, &frame.data),
+            Ok(decoded) => decoded,
         });
         Ok(Box::pin(events))
     }
@@ -509,6 +511,9 @@ pub async fn read_limited(
 /// streaming call) as an upstream item. 1.0 marks error frames with `event: error`, 0.3 does
 /// not: the envelope decides either way.
 pub fn decode_frame(version: ProtocolVersion, data: &str) -> Result<StreamEvent, ClientError> {
+    if let Some(decoded) = version.decode_response(data) {
+        return decoded.map_err(ClientError::Rpc);
+    }
     match parse_envelope(data) {
         Some(Reply::Result(r)) => Ok(version.decode_event(r)),
         Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),

@@ -28,25 +28,36 @@ pub enum SseError {
 }
 
 /// Incremental parser state; feed bytes with [`Parser::push`], take frames with
-/// [`Parser::next_frame`].
+/// [`Parser::next_frame`] (owned) or [`Parser::next_with`] (decoded from a borrowed slice).
+///
+/// Per event the common case costs no copy: an event whose one `data:` line is already in
+/// the read buffer is handed to the decoder where it lies; only data split over lines or
+/// chunks is gathered into `data` (reused, and let go when an event made it large).
 #[derive(Debug)]
 pub struct Parser {
     buf: Vec<u8>,
-    /// Start of the unparsed part of `buf`.
+    /// Start of the unparsed bytes in `buf`.
     pos: usize,
+    /// The event's data so far, when it is not one range of `buf`.
     data: Vec<u8>,
+    /// The event's single `data:` line, still in `buf` (`start..end`).
+    in_buf: Option<(usize, usize)>,
     has_data: bool,
     event: Option<String>,
     limit: usize,
 }
 
+/// `data` keeps its capacity between events up to this size (a large event's buffer is
+/// freed once it is dispatched: memory per open stream).
+const KEPT_DATA_CAPACITY: usize = 64 * 1024;
+
 impl Parser {
-    /// A parser that refuses events over `limit` bytes.
     pub fn new(limit: usize) -> Self {
         Self {
             buf: Vec::new(),
             pos: 0,
             data: Vec::new(),
+            in_buf: None,
             has_data: false,
             event: None,
             limit,
@@ -55,6 +66,8 @@ impl Parser {
 
     /// Appends received bytes.
     pub fn push(&mut self, chunk: &[u8]) {
+        // A data line waiting in the consumed part of `buf` moves out before it is reused.
+        self.gather_in_buf();
         if self.pos > 0 && self.pos == self.buf.len() {
             self.buf.clear();
             self.pos = 0;
@@ -65,49 +78,75 @@ impl Parser {
         self.buf.extend_from_slice(chunk);
     }
 
-    /// The next complete event, if the buffer holds one.
+    fn gather_in_buf(&mut self) {
+        if let Some((start, end)) = self.in_buf.take() {
+            self.data.extend_from_slice(&self.buf[start..end]);
+        }
+    }
+
+    /// The next complete event, if one is buffered.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, SseError> {
+        self.next_with(|event, data| Frame {
+            event: event.map(str::to_owned),
+            data: data.to_owned(),
+        })
+    }
+
+    /// The next complete event decoded by `decode(event, data)` from where it lies.
+    pub fn next_with<T>(
+        &mut self,
+        decode: impl FnOnce(Option<&str>, &str) -> T,
+    ) -> Result<Option<T>, SseError> {
         loop {
             let rest = &self.buf[self.pos..];
             let Some(nl) = memchr::memchr(b'\n', rest) else {
-                if rest.len() + self.data.len() > self.limit {
+                if rest.len() + self.data_len() > self.limit {
                     return Err(SseError::TooLarge { limit: self.limit });
                 }
                 return Ok(None);
             };
-            let mut line = &rest[..nl];
-            if let [head @ .., b'\r'] = line {
-                line = head;
+            let line_start = self.pos;
+            let mut line_len = nl;
+            if nl > 0 && rest[nl - 1] == b'\r' {
+                line_len -= 1;
             }
             self.pos += nl + 1;
-            if line.is_empty() {
-                if let Some(frame) = self.dispatch()? {
-                    return Ok(Some(frame));
+            if line_len == 0 {
+                if !std::mem::take(&mut self.has_data) {
+                    self.event = None;
+                    continue;
                 }
-                continue;
+                return self.dispatch(decode).map(Some);
             }
+            let line = &self.buf[line_start..line_start + line_len];
             if line[0] == b':' {
                 continue;
             }
-            let (field, value) = match memchr::memchr(b':', line) {
+            let (field, value_at) = match memchr::memchr(b':', line) {
                 Some(i) => {
-                    let v = &line[i + 1..];
-                    (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+                    let skip = usize::from(line.get(i + 1) == Some(&b' '));
+                    (&line[..i], line_start + i + 1 + skip)
                 }
-                None => (line, &b""[..]),
+                None => (line, line_start + line_len),
             };
+            let value_end = line_start + line_len;
             match field {
                 b"data" => {
-                    if self.data.len() + value.len() + 1 > self.limit {
+                    let value_len = value_end - value_at;
+                    if self.data_len() + value_len + 1 > self.limit {
                         return Err(SseError::TooLarge { limit: self.limit });
                     }
                     if self.has_data {
+                        self.gather_in_buf();
                         self.data.push(b'\n');
+                        self.data.extend_from_slice(&self.buf[value_at..value_end]);
+                    } else {
+                        self.in_buf = Some((value_at, value_end));
                     }
-                    self.data.extend_from_slice(value);
                     self.has_data = true;
                 }
                 b"event" => {
+                    let value = &self.buf[value_at..value_end];
                     self.event = Some(String::from_utf8_lossy(value).into_owned());
                 }
                 _ => {}
@@ -115,45 +154,67 @@ impl Parser {
         }
     }
 
-    fn dispatch(&mut self) -> Result<Option<Frame>, SseError> {
+    fn data_len(&self) -> usize {
+        self.data.len() + self.in_buf.map_or(0, |(start, end)| end - start)
+    }
+
+    fn dispatch<T>(&mut self, decode: impl FnOnce(Option<&str>, &str) -> T) -> Result<T, SseError> {
         let event = self.event.take();
-        if !std::mem::take(&mut self.has_data) {
-            return Ok(None);
+        let bytes = match self.in_buf.take() {
+            Some((start, end)) => &self.buf[start..end],
+            None => &self.data[..],
+        };
+        let decoded = match std::str::from_utf8(bytes) {
+            Ok(data) => Ok(decode(event.as_deref(), data)),
+            Err(_) => Err(SseError::NotUtf8),
+        };
+        self.data.clear();
+        if self.data.capacity() > KEPT_DATA_CAPACITY {
+            self.data = Vec::new();
         }
-        let data =
-            String::from_utf8(std::mem::take(&mut self.data)).map_err(|_| SseError::NotUtf8)?;
-        Ok(Some(Frame { event, data }))
+        decoded
     }
 }
 
-/// The events of an SSE body. A final event without its blank line is dispatched at EOF.
-pub fn frames<S, E>(body: S, limit: usize) -> impl Stream<Item = Result<Frame, SseError>> + Send
+/// The events of an SSE body, each decoded by `decode(event, data)` where it lies. A final
+/// event without its blank line is dispatched at EOF.
+pub fn frames<S, E, T, D>(
+    body: S,
+    limit: usize,
+    decode: D,
+) -> impl Stream<Item = Result<T, SseError>> + Send
 where
     S: Stream<Item = Result<Bytes, E>> + Send + Unpin + 'static,
     E: std::fmt::Display,
+    T: Send,
+    D: FnMut(Option<&str>, &str) -> T + Send + 'static,
 {
-    let state = (body, Parser::new(limit), false);
-    futures::stream::unfold(state, |(mut body, mut parser, mut ended)| async move {
-        loop {
-            match parser.next_frame() {
-                Ok(Some(frame)) => return Some((Ok(frame), (body, parser, ended))),
-                Err(e) => return Some((Err(e), (body, parser, true))),
-                Ok(None) if ended => return None,
-                Ok(None) => {}
-            }
-            match body.next().await {
-                Some(Ok(chunk)) => parser.push(&chunk),
-                Some(Err(e)) => {
-                    return Some((Err(SseError::Body(e.to_string())), (body, parser, true)))
+    let state = (body, Parser::new(limit), false, decode);
+    futures::stream::unfold(
+        state,
+        |(mut body, mut parser, mut ended, mut decode)| async move {
+            loop {
+                match parser.next_with(&mut decode) {
+                    Ok(Some(item)) => return Some((Ok(item), (body, parser, ended, decode))),
+                    Err(e) => return Some((Err(e), (body, parser, true, decode))),
+                    Ok(None) if ended => return None,
+                    Ok(None) => {}
                 }
-                None => {
-                    ended = true;
-                    // Terminate a last line and event the server left open.
-                    parser.push(b"\n\n");
+                match body.next().await {
+                    Some(Ok(chunk)) => parser.push(&chunk),
+                    Some(Err(e)) => {
+                        let broke = SseError::Body(e.to_string());
+                        return Some((Err(broke), (body, parser, true, decode)));
+                    }
+                    None => {
+                        ended = true;
+                        // Terminate a last line and event the server left open.
+                        parser.push(b"\n\n");
+                    }
                 }
             }
-        }
-    })
+        },
+    )
 }
 
 #[cfg(test)]
@@ -184,6 +245,21 @@ mod tests {
             .iter()
             .map(|f| f.as_ref().unwrap().data.as_str())
             .collect()
+    }
+
+    #[test]
+    fn any_split_gives_the_same_frames() {
+        // Data lines left in the read buffer, then moved out when the next chunk comes.
+        let stream: &[u8] =
+            b"data: one\r\ndata: two\r\n\r\n: c\n\ndata: {\"x\":3}\n\nevent: e\ndata:\n\n";
+        let whole = parse_all(&[stream], 1024);
+        assert_eq!(data(&whole), ["one\ntwo", r#"{"x":3}"#, ""]);
+        for at in 0..stream.len() {
+            let (a, b) = stream.split_at(at);
+            assert_eq!(parse_all(&[a, b], 1024), whole, "split at {at}");
+        }
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(parse_all(&bytes, 1024), whole, "byte by byte");
     }
 
     #[test]

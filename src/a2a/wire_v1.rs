@@ -40,6 +40,43 @@ pub(super) fn decode_event(raw: &str) -> StreamEvent {
     }
 }
 
+/// A whole JSON-RPC response whose result is a `StreamResponse`: the envelope and the event
+/// parsed in one pass (the per-event fast path of a stream).
+#[derive(Deserialize)]
+struct Response {
+    #[serde(default)]
+    result: Option<StreamResponse>,
+    #[serde(default)]
+    error: Option<super::model::RpcError>,
+}
+
+/// Decodes a whole response in one pass; `None` when it is not a plain event or error
+/// (the two-step decode then classifies it, unknown results included).
+pub(super) fn decode_response(text: &str) -> Option<Result<StreamEvent, super::model::RpcError>> {
+    match serde_json::from_str::<Response>(text).ok()? {
+        Response { error: Some(e), .. } => Some(Err(e)),
+        Response {
+            result: Some(result),
+            ..
+        } => match result {
+            StreamResponse { task: Some(t), .. } => Some(Ok(StreamEvent::Task(t))),
+            StreamResponse {
+                message: Some(m), ..
+            } => Some(Ok(StreamEvent::Message(m))),
+            StreamResponse {
+                status_update: Some(s),
+                ..
+            } => Some(Ok(StreamEvent::StatusUpdate(s))),
+            StreamResponse {
+                artifact_update: Some(a),
+                ..
+            } => Some(Ok(StreamEvent::ArtifactUpdate(a))),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Decodes a bare Task (`GetTask`, `CancelTask` results).
 pub(super) fn decode_task(raw: &str) -> Option<Task> {
     serde_json::from_str(raw).ok()

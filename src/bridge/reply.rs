@@ -19,6 +19,7 @@
 //! source starts (an echo's later chunks are matched where the last one ended).
 
 use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
 
 /// Message metadata keys by which frameworks mark streaming chunks (ADK, kagent).
 const PARTIAL_KEYS: [&str; 3] = ["adk_partial", "kagent_adk_partial", "kagent_partial"];
@@ -49,9 +50,9 @@ struct Open {
     /// The A2A source (messageId, or artifact message id) that wrote last, and its text.
     source: String,
     source_text: String,
-    /// The message's text, and without whitespace (echoes are matched against that).
-    text: String,
-    squeezed: String,
+    /// The last character of the message's text (whether the next piece continues it).
+    /// Its text without whitespace is [`Replies::latest`] while it is open.
+    last_char: Option<char>,
 }
 
 /// A source recognised as an echo of the latest message.
@@ -84,18 +85,29 @@ pub(crate) enum Piece {
 #[derive(Debug, Default)]
 pub(crate) struct Replies {
     open: Option<Open>,
-    /// The latest message of the turn (open or closed), squeezed.
+    /// The latest message of the turn (open or closed), squeezed: echoes are matched
+    /// against it.
     latest: String,
     /// The next message-id-new piece starts a new message.
     sealed: bool,
     echo: Option<Echo>,
-    /// Sources already finished as echoes or closed messages (their repeats yield nothing).
-    done_sources: HashSet<String>,
+    /// Sources already finished as echoes or closed messages (their repeats yield nothing),
+    /// by a keyed hash of their id: one word per chunk of a long reply, not its id.
+    done_sources: HashSet<u64>,
+    /// The key of those hashes (random per turn: an upstream cannot aim at a collision).
+    id_hasher: RandomState,
 }
 
 /// `text` without whitespace: echoes differ from the reply in spacing and line ends.
 fn squeeze(text: &str) -> String {
-    text.chars().filter(|c| !c.is_whitespace()).collect()
+    let mut out = String::with_capacity(text.len());
+    squeeze_into(text, &mut out);
+    out
+}
+
+/// Appends `text` without whitespace to `out`.
+fn squeeze_into(text: &str, out: &mut String) {
+    out.extend(text.chars().filter(|c| !c.is_whitespace()));
 }
 
 /// The same text, whitespace aside (how an echo is recognised).
@@ -113,13 +125,22 @@ impl Replies {
         out
     }
 
+    fn mark_done(&mut self, source: &str) {
+        let key = self.id_hasher.hash_one(source);
+        self.done_sources.insert(key);
+    }
+
+    fn is_done(&self, source: &str) -> bool {
+        self.done_sources.contains(&self.id_hasher.hash_one(source))
+    }
+
     /// Closes the open message and seals the reply (a tool call, an interrupt, the end).
     pub(crate) fn close(&mut self) -> Vec<Step> {
         self.sealed = true;
         self.echo = None;
         match self.open.take() {
             Some(open) => {
-                self.done_sources.insert(open.source);
+                self.mark_done(&open.source);
                 vec![Step::End { id: open.id }]
             }
             None => Vec::new(),
@@ -130,7 +151,7 @@ impl Replies {
     /// the source, and echoes of the text, yield nothing.
     pub(crate) fn shown(&mut self, source: &str, text: &str) {
         let _ = self.close();
-        self.done_sources.insert(source.to_owned());
+        self.mark_done(source);
         if !text.trim().is_empty() {
             self.latest = squeeze(text);
         }
@@ -153,7 +174,7 @@ impl Replies {
                 self.follow_echo(source, text, false, &mut out)
             }
             // A finished source re-sent (a resubscribe snapshot): shown already.
-            _ if self.done_sources.contains(source) => {}
+            _ if self.is_done(source) => {}
             _ => self.new_source(source, text, piece, &mut out),
         }
         if let Piece::Artifact { last: true, .. } = piece {
@@ -162,7 +183,7 @@ impl Replies {
                 out.extend(self.close());
             } else if continues_echo || self.echo.as_ref().is_some_and(|e| e.source == source) {
                 self.echo = None;
-                self.done_sources.insert(source.to_owned());
+                self.mark_done(source);
             }
         }
         out
@@ -196,16 +217,16 @@ impl Replies {
             (Piece::Message { complete }, Some(open)) => {
                 !complete
                     && !self.sealed
-                    && (squeezed.starts_with(&open.squeezed) || continues_text(&open.text, text))
+                    && (squeezed.starts_with(&self.latest) || continues_text(open.last_char, text))
             }
             _ => false,
         };
-        self.done_sources.insert(source.to_owned());
+        self.mark_done(source);
         if continues {
             let open = self.open.as_mut().expect("checked");
             // Cumulative text under a fresh id ("Hel", then "Hello"): only the new end.
-            let delta = if squeezed.starts_with(&open.squeezed) {
-                tail_with_squeezed_len(text, squeezed.len() - open.squeezed.len()).to_owned()
+            let delta = if squeezed.starts_with(&self.latest) {
+                tail_with_squeezed_len(text, squeezed.len() - self.latest.len()).to_owned()
             } else {
                 text.to_owned()
             };
@@ -224,8 +245,8 @@ impl Replies {
     }
 
     fn start(&mut self, source: &str, text: &str, out: &mut Vec<Step>) {
-        let squeezed = squeeze(text);
-        self.latest = squeezed.clone();
+        self.latest.clear();
+        squeeze_into(text, &mut self.latest);
         self.sealed = false;
         self.echo = None;
         out.push(Step::Start {
@@ -241,8 +262,7 @@ impl Replies {
             id: source.to_owned(),
             source: source.to_owned(),
             source_text: text.to_owned(),
-            text: text.to_owned(),
-            squeezed,
+            last_char: text.chars().next_back(),
         });
     }
 
@@ -273,10 +293,10 @@ impl Replies {
 
     fn push_delta(&mut self, delta: String, out: &mut Vec<Step>) {
         let open = self.open.as_mut().expect("open");
-        let squeezed = squeeze(&delta);
-        open.text.push_str(&delta);
-        open.squeezed.push_str(&squeezed);
-        self.latest.push_str(&squeezed);
+        if let Some(last) = delta.chars().next_back() {
+            open.last_char = Some(last);
+        }
+        squeeze_into(&delta, &mut self.latest);
         out.push(Step::Content {
             id: open.id.clone(),
             delta,
@@ -345,8 +365,8 @@ impl Replies {
 /// whitespace or punctuation joins them, or a word (or number) is split between them. Token
 /// streams break text this way; separate notes ("tick 1/10", "tick 2/10"; "Looking up…",
 /// "Processing…") do not.
-fn continues_text(before: &str, next: &str) -> bool {
-    let (Some(last), Some(first)) = (before.chars().next_back(), next.chars().next()) else {
+fn continues_text(before_last: Option<char>, next: &str) -> bool {
+    let (Some(last), Some(first)) = (before_last, next.chars().next()) else {
         return true;
     };
     last.is_whitespace()
