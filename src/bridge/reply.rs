@@ -107,6 +107,17 @@ fn squeeze(text: &str) -> String {
 
 /// Appends `text` without whitespace to `out`.
 fn squeeze_into(text: &str, out: &mut String) {
+    if text.is_ascii() {
+        // The same rule for ASCII (`char::is_whitespace` there is exactly these six bytes),
+        // byte by byte.
+        let kept = text
+            .split([' ', '\t', '\n', '\x0b', '\x0c', '\r'])
+            .filter(|run| !run.is_empty());
+        for run in kept {
+            out.push_str(run);
+        }
+        return;
+    }
     out.extend(text.chars().filter(|c| !c.is_whitespace()));
 }
 
@@ -225,15 +236,23 @@ impl Replies {
         if continues {
             let open = self.open.as_mut().expect("checked");
             // Cumulative text under a fresh id ("Hel", then "Hello"): only the new end.
-            let delta = if squeezed.starts_with(&self.latest) {
-                tail_with_squeezed_len(text, squeezed.len() - self.latest.len()).to_owned()
+            let (delta, squeezed_delta) = if squeezed.starts_with(&self.latest) {
+                let new = squeezed.len() - self.latest.len();
+                (
+                    tail_with_squeezed_len(text, new),
+                    &squeezed[self.latest.len()..],
+                )
             } else {
-                text.to_owned()
+                (text, squeezed.as_str())
             };
-            open.source = source.to_owned();
-            open.source_text = text.to_owned();
+            // The open message's buffers are reused: a chunk costs no allocation here.
+            open.source.clear();
+            open.source.push_str(source);
+            open.source_text.clear();
+            open.source_text.push_str(text);
             if !delta.is_empty() {
-                self.push_delta(delta, out);
+                let delta = delta.to_owned();
+                self.push_squeezed_delta(delta, squeezed_delta, out);
             }
             return;
         }
@@ -292,11 +311,18 @@ impl Replies {
     }
 
     fn push_delta(&mut self, delta: String, out: &mut Vec<Step>) {
+        squeeze_into(&delta, &mut self.latest);
+        self.push_squeezed_delta(delta, "", out);
+    }
+
+    /// [`Self::push_delta`] where `squeezed` (the delta without whitespace) is known; it
+    /// is appended to `latest` here.
+    fn push_squeezed_delta(&mut self, delta: String, squeezed: &str, out: &mut Vec<Step>) {
+        self.latest.push_str(squeezed);
         let open = self.open.as_mut().expect("open");
         if let Some(last) = delta.chars().next_back() {
             open.last_char = Some(last);
         }
-        squeeze_into(&delta, &mut self.latest);
         out.push(Step::Content {
             id: open.id.clone(),
             delta,
@@ -418,6 +444,23 @@ fn collect(steps: impl IntoIterator<Item = Step>, into: &mut Vec<(String, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ascii_squeeze_is_the_char_rule() {
+        let all_ascii: String = (0u8..128).map(char::from).collect();
+        for text in [
+            all_ascii.as_str(),
+            " a\tb\r\nc \x0b\x0cd ",
+            "",
+            "  ",
+            "x\u{a0}y\u{2003}z\u{85}",
+        ] {
+            let mut fast = String::new();
+            squeeze_into(text, &mut fast);
+            let rule: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+            assert_eq!(fast, rule, "{text:?}");
+        }
+    }
 
     const CHUNK: Piece = Piece::Message { complete: false };
     const WHOLE: Piece = Piece::Message { complete: true };
