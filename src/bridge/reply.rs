@@ -107,18 +107,20 @@ fn squeeze(text: &str) -> String {
 
 /// Appends `text` without whitespace to `out`.
 fn squeeze_into(text: &str, out: &mut String) {
-    if text.is_ascii() {
-        // The same rule for ASCII (`char::is_whitespace` there is exactly these six bytes),
-        // byte by byte.
-        let kept = text
-            .split([' ', '\t', '\n', '\x0b', '\x0c', '\r'])
-            .filter(|run| !run.is_empty());
-        for run in kept {
-            out.push_str(run);
-        }
+    if !text.is_ascii() {
+        out.extend(text.chars().filter(|c| !c.is_whitespace()));
         return;
     }
-    out.extend(text.chars().filter(|c| !c.is_whitespace()));
+    // ASCII: `char::is_whitespace` is exactly these six bytes there; the runs between them
+    // are copied whole.
+    let mut run_start = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        if matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+            out.push_str(&text[run_start..i]);
+            run_start = i + 1;
+        }
+    }
+    out.push_str(&text[run_start..]);
 }
 
 /// The same text, whitespace aside (how an echo is recognised).
