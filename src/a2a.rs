@@ -4,6 +4,7 @@
 
 pub mod card;
 pub mod client;
+pub(crate) mod direct;
 pub mod model;
 pub mod sse;
 mod wire_v0_3;

@@ -83,15 +83,20 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     let binding_store_errors = bindings.errors();
     let metrics = Arc::new(crate::metrics::Metrics::new(binding_store_errors.clone()));
     metrics.know_agents(settings.agents.iter().map(|a| a.name.as_str()));
-    let registry = Arc::new(
-        Registry::new(
-            settings.agents.clone(),
-            http,
-            settings.timeouts.upstream_call,
-            settings.limits.max_event_bytes,
-        )
-        .with_metrics(metrics.clone()),
-    );
+    let registry = Registry::new(
+        settings.agents.clone(),
+        http,
+        settings.timeouts.upstream_call,
+        settings.limits.max_event_bytes,
+    )
+    .with_metrics(metrics.clone());
+    // Streams from `http://` upstreams are read by the run itself (a2a::direct), unless the
+    // environment sets a proxy: reqwest honours it.
+    let registry = Arc::new(if crate::a2a::direct::proxy_configured() {
+        registry
+    } else {
+        registry.with_direct_streams(settings.timeouts.connect)
+    });
     registry.clone().spawn_refresher();
     let traces = match &settings.otlp_traces {
         Some(endpoint) => {

@@ -146,6 +146,8 @@ pub struct Registry {
     call_timeout: Duration,
     max_event_bytes: usize,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Clients read `http://` streams themselves, connecting within this bound.
+    direct_streams: Option<Duration>,
 }
 
 impl Registry {
@@ -173,7 +175,14 @@ impl Registry {
             call_timeout,
             max_event_bytes,
             metrics: None,
+            direct_streams: None,
         }
+    }
+
+    /// Clients read their `http://` streams themselves ([`Client::with_direct_streams`]).
+    pub(crate) fn with_direct_streams(mut self, connect_timeout: Duration) -> Self {
+        self.direct_streams = Some(connect_timeout);
+        self
     }
 
     /// Counts every upstream call in `metrics` (`agui_gateway_upstream_requests_total`).
@@ -304,6 +313,10 @@ impl Registry {
                 self.call_timeout,
             )
             .with_extensions(&understood_extensions(&card));
+            let client = match self.direct_streams {
+                Some(connect_timeout) => client.with_direct_streams(connect_timeout),
+                None => client,
+            };
             let client = match &self.metrics {
                 Some(metrics) => {
                     let (metrics, agent) = (metrics.clone(), s.name.clone());

@@ -70,6 +70,9 @@ pub struct Client {
     on_call: Option<CallHook>,
     /// The run whose calls these are, when traces are on (DESIGN §10).
     trace: Option<crate::telemetry::RunTrace>,
+    /// Streams from an `http://` endpoint are read by [`super::direct`] (connecting within
+    /// this bound) rather than reqwest; `None`: every call goes through reqwest.
+    direct_streams: Option<Duration>,
 }
 
 /// Tells a stream's hook of its end.
@@ -118,7 +121,15 @@ impl Client {
             call_timeout,
             on_call: None,
             trace: None,
+            direct_streams: None,
         }
+    }
+
+    /// This client reading its `http://` streams itself ([`super::direct`]), connecting
+    /// within `connect_timeout` (`timeouts.connect`).
+    pub fn with_direct_streams(mut self, connect_timeout: Duration) -> Self {
+        self.direct_streams = Some(connect_timeout);
+        self
     }
 
     /// This client making its calls children of `trace` (a span each, sent upstream as
@@ -177,14 +188,24 @@ impl Client {
         params: serde_json::Value,
         call: Call,
     ) -> Result<reqwest::Response, ClientError> {
-        // DESIGN §10: a span per upstream call, its context sent upstream as `traceparent`.
-        let Some(trace) = &self.trace else {
-            return self.send_post(method, params, call, HeaderMap::new()).await;
-        };
-        let (headers, span) = trace.call(method);
+        let (headers, span) = self.call_trace(method);
         let result = self.send_post(method, params, call, headers).await;
-        span.end(result.is_ok());
+        if let Some(span) = span {
+            span.end(result.is_ok());
+        }
         result
+    }
+
+    /// DESIGN §10: a span per upstream call, its context sent upstream as `traceparent`
+    /// (the headers to send); nothing when traces are off.
+    fn call_trace(&self, method: &'static str) -> (HeaderMap, Option<crate::telemetry::CallTrace>) {
+        match &self.trace {
+            Some(trace) => {
+                let (headers, span) = trace.call(method);
+                (headers, Some(span))
+            }
+            None => (HeaderMap::new(), None),
+        }
     }
 
     async fn send_post(
@@ -194,6 +215,39 @@ impl Client {
         call: Call,
         trace_headers: HeaderMap,
     ) -> Result<reqwest::Response, ClientError> {
+        let (req, head_timeout) = self.build_post(method, params, call, trace_headers);
+        let send = req.send();
+        let sent = match head_timeout {
+            Some(t) => tokio::time::timeout(t, send)
+                .await
+                .map_err(|_| ClientError::Timeout(t))?,
+            None => send.await,
+        };
+        let resp = sent.map_err(|e| failure(&e, head_timeout))?;
+        self.check_status(resp.status())?;
+        Ok(resp)
+    }
+
+    /// A non-2xx status as an error. The body is not read, let alone shown: a status and
+    /// our own words only.
+    fn check_status(&self, status: reqwest::StatusCode) -> Result<(), ClientError> {
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(ClientError::Unavailable(format!(
+            "HTTP {status} from {}",
+            self.endpoint_url()
+        )))
+    }
+
+    /// The POST of a JSON-RPC call, and the bound of its response head.
+    fn build_post(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        call: Call,
+        trace_headers: HeaderMap,
+    ) -> (reqwest::RequestBuilder, Option<Duration>) {
         let streaming = matches!(call, Call::Stream(_));
         let body = request_body(NEXT_ID.fetch_add(1, Ordering::Relaxed), method, params);
         let mut req = self
@@ -221,23 +275,7 @@ impl Client {
             }
             Call::Stream(t) => t,
         };
-        let send = req.send();
-        let sent = match head_timeout {
-            Some(t) => tokio::time::timeout(t, send)
-                .await
-                .map_err(|_| ClientError::Timeout(t))?,
-            None => send.await,
-        };
-        let resp = sent.map_err(|e| failure(&e, head_timeout))?;
-        if !resp.status().is_success() {
-            // The body is not read, let alone shown: a status and our own words only.
-            return Err(ClientError::Unavailable(format!(
-                "HTTP {} from {}",
-                resp.status(),
-                self.endpoint_url()
-            )));
-        }
-        Ok(resp)
+        (req, head_timeout)
     }
 
     /// A unary call bounded by `timeout` (default `timeouts.upstream_call`): the result
@@ -451,6 +489,13 @@ impl Client {
         params: serde_json::Value,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
+        if let Some(connect_timeout) = self.direct_streams {
+            if self.endpoint.url.scheme() == "http" {
+                return self
+                    .open_direct_stream(method, params, head_timeout, connect_timeout)
+                    .await;
+            }
+        }
         let resp = self
             .post(method, params, Call::Stream(head_timeout))
             .await?;
@@ -472,13 +517,98 @@ impl Client {
         let frames = sse::frames(resp.bytes_stream(), self.max_event_bytes, decode);
         let events = frames.map(|frame| match frame {
             Err(SseError::TooLarge { limit }) => Err(ClientError::EventTooLarge { limit }),
-            Err(e) => Err(ClientError::Unavailable(format!(
-                "upstream stream broke: {e}"
-            ))),
+            Err(e) => Err(stream_broke(e)),
             Ok(decoded) => decoded,
         });
         Ok(Box::pin(events))
     }
+}
+
+impl Client {
+    /// [`Client::open_stream_once`] over [`super::direct`]: the same request, read by the
+    /// caller's task.
+    async fn open_direct_stream(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        head_timeout: Option<Duration>,
+        connect_timeout: Duration,
+    ) -> Result<EventStream, ClientError> {
+        let (headers, span) = self.call_trace(method);
+        let result = self
+            .send_direct(method, params, head_timeout, connect_timeout, headers)
+            .await;
+        if let Some(span) = span {
+            span.end(result.is_ok());
+        }
+        let mut resp = result?;
+        let version = self.endpoint.version;
+        let is_sse = resp
+            .content_type
+            .as_deref()
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if !is_sse {
+            // As on the reqwest path: plain JSON, an error or a single result.
+            let limit = self.max_event_bytes;
+            let body = match resp.body.read_to_end(limit).await.map_err(stream_broke)? {
+                Some(body) => body,
+                None => return Err(ClientError::EventTooLarge { limit }),
+            };
+            let event = decode_frame(version, &String::from_utf8_lossy(&body))?;
+            return Ok(Box::pin(futures::stream::iter([Ok(event)])));
+        }
+        let body = futures::stream::unfold(Some(resp.body), |body| async move {
+            let mut body = body?;
+            match body.next_bytes().await {
+                Ok(Some(bytes)) => Some((Ok(bytes), Some(body))),
+                Ok(None) => None,
+                Err(e) => Some((Err(e), None)),
+            }
+        });
+        let decode = move |_event: Option<&str>, data: &str| decode_frame(version, data);
+        let frames = sse::frames(Box::pin(body), self.max_event_bytes, decode);
+        let events = frames.map(|frame| match frame {
+            Err(SseError::TooLarge { limit }) => Err(ClientError::EventTooLarge { limit }),
+            Err(e) => Err(stream_broke(e)),
+            Ok(decoded) => decoded,
+        });
+        Ok(Box::pin(events))
+    }
+
+    /// Sends a streaming call over [`super::direct`]; its response head within
+    /// `head_timeout` when bounded.
+    async fn send_direct(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        head_timeout: Option<Duration>,
+        connect_timeout: Duration,
+        trace_headers: HeaderMap,
+    ) -> Result<super::direct::Response, ClientError> {
+        let (req, head_timeout) =
+            self.build_post(method, params, Call::Stream(head_timeout), trace_headers);
+        let request = req
+            .build()
+            .map_err(|e| ClientError::Unavailable(describe(&e)))?;
+        let send = super::direct::send(&request, connect_timeout);
+        let sent = match head_timeout {
+            Some(t) => tokio::time::timeout(t, send)
+                .await
+                .map_err(|_| ClientError::Timeout(t))?,
+            None => send.await,
+        };
+        let resp =
+            sent.map_err(|e| ClientError::Unavailable(format!("{e} ({})", self.endpoint_url())))?;
+        let status = reqwest::StatusCode::from_u16(resp.status)
+            .map_err(|_| ClientError::Invalid("a malformed HTTP status".into()))?;
+        self.check_status(status)?;
+        Ok(resp)
+    }
+}
+
+/// An upstream stream that broke off.
+fn stream_broke(e: impl std::fmt::Display) -> ClientError {
+    ClientError::Unavailable(format!("upstream stream broke: {e}"))
 }
 
 /// A transport error as a [`ClientError`]: reqwest's timeout of a call bounded by

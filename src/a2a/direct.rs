@@ -1,0 +1,491 @@
+//! A plain-HTTP/1.1 transport for upstream *streams* (`SendStreamingMessage`,
+//! `SubscribeToTask`) to `http://` upstreams: the request reqwest built, sent over a TCP
+//! connection that the run's own task reads.
+//!
+//! Why not reqwest/hyper here (measured, docs/performance.md): hyper's client reads the
+//! connection in a task of its own and hands the body on through a one-chunk channel, so
+//! every A2A event (servers write one HTTP chunk per SSE event) costs two task wake-ups
+//! across threads; and each connection holds a request channel block (10 KiB) and two 8 KiB
+//! buffers for the whole stream. Here the run's task reads the socket itself, all the events
+//! one read brought are decoded in one go, and a stream holds one small read buffer.
+//!
+//! Scope: `http://` URLs when no proxy is configured in the environment (see
+//! [`proxy_configured`]); `https://` and proxied upstreams stream through reqwest. Unary
+//! calls always go through reqwest.
+//!
+//! Hostile upstreams (DESIGN §9): connecting is bounded by `timeouts.connect`, the response
+//! head by the caller's head bound (or the first event's); the head is at most
+//! [`MAX_HEAD_BYTES`]; a chunk-size line at most [`MAX_CHUNK_LINE`] bytes; trailers at most
+//! [`MAX_HEAD_BYTES`]; the read buffer grows only while reads fill it, to
+//! [`MAX_READ_BUFFER`]. Chunk sizes are parsed with overflow checks. Nothing the upstream
+//! sends is echoed in errors.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The most bytes of a response head (status line and headers).
+pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The most bytes of a chunk-size line (size and extensions).
+const MAX_CHUNK_LINE: usize = 1024;
+/// A stream's first read buffer; doubled while reads fill it, up to [`MAX_READ_BUFFER`].
+const FIRST_READ_BUFFER: usize = 4 * 1024;
+const MAX_READ_BUFFER: usize = 256 * 1024;
+/// The most headers a response head may have.
+const MAX_HEADERS: usize = 64;
+
+/// True if the environment configures a proxy reqwest would use for `http://` URLs (then
+/// streams go through reqwest, which honours it).
+pub(crate) fn proxy_configured() -> bool {
+    ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+}
+
+/// A response head and the connection its body is read from.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) content_type: Option<String>,
+    pub(crate) body: Body,
+}
+
+/// Sends `request` (an `http://` URL) and reads the response head.
+pub(crate) async fn send(
+    request: &reqwest::Request,
+    connect_timeout: Duration,
+) -> Result<Response, String> {
+    let url = request.url();
+    let host = url.host_str().ok_or("the URL has no host")?;
+    let port = url.port_or_known_default().unwrap_or(80);
+    // IPv6 literals come bracketed in the URL; the socket address wants them bare.
+    let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+    let connect = TcpStream::connect((bare_host, port));
+    let mut io = match tokio::time::timeout(connect_timeout, connect).await {
+        Ok(Ok(io)) => io,
+        Ok(Err(e)) => return Err(format!("cannot connect: {e}")),
+        Err(_) => return Err(format!("cannot connect within {connect_timeout:?}")),
+    };
+    io.set_nodelay(true)
+        .map_err(|e| format!("cannot set TCP_NODELAY: {e}"))?;
+    io.write_all(&request_bytes(request, host))
+        .await
+        .map_err(|e| format!("cannot send the request: {e}"))?;
+    let mut buf = Vec::with_capacity(FIRST_READ_BUFFER);
+    let head_len = loop {
+        if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
+            break end + 4;
+        }
+        if buf.len() > MAX_HEAD_BYTES {
+            return Err(format!("a response head over {MAX_HEAD_BYTES} bytes"));
+        }
+        if read_more(&mut io, &mut buf).await? == 0 {
+            return Err("the connection closed before a response head".into());
+        }
+    };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut head = httparse::Response::new(&mut headers);
+    match head.parse(&buf[..head_len]) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err("a malformed response head".into()),
+    }
+    let status = head.code.unwrap_or(0);
+    let header = |name: &str| {
+        head.headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case(name))
+            .filter_map(|h| std::str::from_utf8(h.value).ok())
+            .map(str::trim)
+            .collect::<Vec<_>>()
+    };
+    let content_type = header("content-type").first().map(|v| (*v).to_owned());
+    // RFC 9112 §6.3: chunked if it is the last transfer coding, else a length, else until
+    // the connection closes.
+    let chunked = header("transfer-encoding")
+        .last()
+        .and_then(|v| v.rsplit(',').next())
+        .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+    let framing = if chunked {
+        Framing::Chunked(Chunk::Size)
+    } else {
+        match header("content-length").first() {
+            Some(len) => Framing::Length(
+                len.parse()
+                    .map_err(|_| "a malformed Content-Length".to_owned())?,
+            ),
+            None => Framing::Close,
+        }
+    };
+    buf.drain(..head_len);
+    Ok(Response {
+        status,
+        content_type,
+        body: Body {
+            io,
+            buf,
+            framing,
+            done: false,
+        },
+    })
+}
+
+/// The request line, headers and body of `request`, as HTTP/1.1 bytes.
+fn request_bytes(request: &reqwest::Request, host: &str) -> Vec<u8> {
+    let url = request.url();
+    let body = request.body().and_then(|b| b.as_bytes()).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(512 + body.len());
+    out.extend_from_slice(request.method().as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(url.path().as_bytes());
+    if let Some(query) = url.query() {
+        out.push(b'?');
+        out.extend_from_slice(query.as_bytes());
+    }
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(host.as_bytes());
+    if let Some(port) = url.port() {
+        out.extend_from_slice(format!(":{port}").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in request.headers() {
+        // Framing is this transport's: the body's length, and one response per connection.
+        if matches!(
+            name.as_str(),
+            "host" | "content-length" | "transfer-encoding" | "connection"
+        ) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    out.extend_from_slice(b"connection: close\r\n\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+/// Reads what the socket has into `buf`'s spare room (grown while reads fill it).
+async fn read_more(io: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, String> {
+    if buf.capacity() - buf.len() < FIRST_READ_BUFFER / 4 {
+        let grown = (buf.capacity() * 2).clamp(FIRST_READ_BUFFER, MAX_READ_BUFFER);
+        buf.reserve(grown.saturating_sub(buf.len()).max(FIRST_READ_BUFFER / 4));
+    }
+    io.read_buf(buf)
+        .await
+        .map_err(|e| format!("the connection broke: {e}"))
+}
+
+/// How the body ends (RFC 9112 §6.3).
+#[derive(Debug)]
+enum Framing {
+    Chunked(Chunk),
+    Length(u64),
+    Close,
+}
+
+/// Where a chunked body is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk, this many bytes to go.
+    Data(u64),
+    /// After a chunk's data: its CRLF.
+    DataEnd,
+    /// After the last chunk: trailer lines until an empty one.
+    Trailers,
+    /// The body ended.
+    Done,
+}
+
+/// A response body, read from the connection as the reader asks.
+#[derive(Debug)]
+pub(crate) struct Body {
+    io: TcpStream,
+    /// Received bytes not decoded yet.
+    buf: Vec<u8>,
+    framing: Framing,
+    done: bool,
+}
+
+impl Body {
+    /// The payload bytes of everything received so far (reading once if none is buffered),
+    /// or `None` at the end of the body.
+    pub(crate) async fn next_bytes(&mut self) -> Result<Option<Bytes>, String> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let mut out = Vec::new();
+            let consumed = decode(&mut self.framing, &self.buf, &mut out)?;
+            self.buf.drain(..consumed);
+            self.done = matches!(
+                self.framing,
+                Framing::Length(0) | Framing::Chunked(Chunk::Done)
+            );
+            if !out.is_empty() {
+                return Ok(Some(Bytes::from(out)));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            if self.buf.len() > MAX_HEAD_BYTES {
+                return Err("a chunk header or trailer too long".into());
+            }
+            if read_more(&mut self.io, &mut self.buf).await? == 0 {
+                return match self.framing {
+                    Framing::Close => {
+                        self.done = true;
+                        Ok(None)
+                    }
+                    _ => Err("the connection closed before the body ended".into()),
+                };
+            }
+        }
+    }
+
+    /// The whole body, refusing more than `limit` bytes.
+    pub(crate) async fn read_to_end(&mut self, limit: usize) -> Result<Option<Vec<u8>>, String> {
+        let mut all = Vec::new();
+        while let Some(bytes) = self.next_bytes().await? {
+            if all.len() + bytes.len() > limit {
+                return Ok(None);
+            }
+            all.extend_from_slice(&bytes);
+        }
+        Ok(Some(all))
+    }
+}
+
+/// Decodes what `input` holds of the body into `out`; returns how many input bytes were
+/// used. Stops where more input is needed.
+fn decode(framing: &mut Framing, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+    match framing {
+        Framing::Close => {
+            out.extend_from_slice(input);
+            Ok(input.len())
+        }
+        Framing::Length(left) => {
+            let take = input
+                .len()
+                .min(usize::try_from(*left).unwrap_or(usize::MAX));
+            out.extend_from_slice(&input[..take]);
+            *left -= take as u64;
+            Ok(take)
+        }
+        Framing::Chunked(state) => decode_chunked(state, input, out),
+    }
+}
+
+fn decode_chunked(state: &mut Chunk, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+    let mut at = 0;
+    loop {
+        let rest = &input[at..];
+        match *state {
+            Chunk::Size => {
+                let Some(nl) = memchr::memchr(b'\n', rest) else {
+                    if rest.len() > MAX_CHUNK_LINE {
+                        return Err("a chunk-size line too long".into());
+                    }
+                    return Ok(at);
+                };
+                if nl > MAX_CHUNK_LINE {
+                    return Err("a chunk-size line too long".into());
+                }
+                let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
+                let size = line.split(|b| *b == b';').next().unwrap_or_default();
+                let size = std::str::from_utf8(size)
+                    .ok()
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty() && s.len() <= 16)
+                    .and_then(|s| u64::from_str_radix(s, 16).ok())
+                    .ok_or("a malformed chunk size")?;
+                at += nl + 1;
+                *state = if size == 0 {
+                    Chunk::Trailers
+                } else {
+                    Chunk::Data(size)
+                };
+            }
+            Chunk::Data(left) => {
+                if rest.is_empty() {
+                    return Ok(at);
+                }
+                let take = rest.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                out.extend_from_slice(&rest[..take]);
+                at += take;
+                let left = left - take as u64;
+                *state = if left == 0 {
+                    Chunk::DataEnd
+                } else {
+                    Chunk::Data(left)
+                };
+            }
+            Chunk::DataEnd => {
+                at += match rest {
+                    [] | [b'\r'] => return Ok(at),
+                    [b'\r', b'\n', ..] => 2,
+                    [b'\n', ..] => 1,
+                    _ => return Err("a chunk not followed by CRLF".into()),
+                };
+                *state = Chunk::Size;
+            }
+            Chunk::Done => return Ok(at),
+            Chunk::Trailers => {
+                // Trailer lines are read and dropped; the empty line ends the body.
+                let Some(nl) = memchr::memchr(b'\n', rest) else {
+                    return Ok(at);
+                };
+                let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
+                at += nl + 1;
+                if line.is_empty() {
+                    *state = Chunk::Done;
+                    return Ok(at);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The payload of a chunked `body` fed in pieces of `step` bytes.
+    fn dechunk(body: &[u8], step: usize) -> Result<(Vec<u8>, bool), String> {
+        let mut framing = Framing::Chunked(Chunk::Size);
+        let mut pending = Vec::new();
+        let mut payload = Vec::new();
+        let mut ended = false;
+        for piece in body.chunks(step) {
+            pending.extend_from_slice(piece);
+            let mut out = Vec::new();
+            let used = decode(&mut framing, &pending, &mut out)?;
+            pending.drain(..used);
+            ended = matches!(framing, Framing::Chunked(Chunk::Done));
+            payload.extend_from_slice(&out);
+        }
+        Ok((payload, ended))
+    }
+
+    #[test]
+    fn chunked_bodies_decode_however_they_are_split() {
+        let body = b"6\r\ndata: \r\n5;ext=1\r\nhello\r\n2\r\n\n\n\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for step in 1..body.len() {
+            let (payload, ended) = dechunk(body, step).unwrap();
+            assert_eq!(payload, b"data: hello\n\n", "step {step}");
+            assert!(ended, "step {step}");
+        }
+    }
+
+    #[test]
+    fn hostile_chunk_framing_is_refused() {
+        for bad in [
+            &b"zz\r\nab\r\n"[..],
+            b"FFFFFFFFFFFFFFFFF\r\n",
+            b"3\r\nabcX",
+            b"\r\n",
+        ] {
+            assert!(dechunk(bad, bad.len()).is_err(), "{bad:?}");
+        }
+        let long = vec![b'1'; MAX_CHUNK_LINE + 2];
+        assert!(dechunk(&long, long.len()).is_err());
+    }
+
+    /// A one-shot server on 127.0.0.1 answering any request with `reply`, in pieces.
+    async fn serve_once(reply: Vec<Vec<u8>>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut io, _) = listener.accept().await.unwrap();
+            let mut request = vec![0; 4096];
+            let _ = io.read(&mut request).await;
+            for piece in reply {
+                if io.write_all(&piece).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        format!("http://{addr}/rpc")
+    }
+
+    fn request(url: &str) -> reqwest::Request {
+        reqwest::Client::new()
+            .post(url)
+            .json(&serde_json::json!({"jsonrpc": "2.0"}))
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_streamed_chunked_response_is_read_whole() {
+        let url = serve_once(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nda".to_vec(),
+            b"ta:\r\n3\r\n x\n\r\n1\r\n\n\r".to_vec(),
+            b"\n0\r\n\r\n".to_vec(),
+        ])
+        .await;
+        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.content_type.as_deref(), Some("text/event-stream"));
+        let body = resp.body.read_to_end(1024).await.unwrap().unwrap();
+        assert_eq!(body, b"data: x\n\n");
+    }
+
+    #[tokio::test]
+    async fn hostile_heads_and_bodies_fail_cleanly() {
+        let huge_head = [
+            b"HTTP/1.1 200 OK\r\nx: ".to_vec(),
+            vec![b'a'; MAX_HEAD_BYTES + 10],
+        ]
+        .concat();
+        let url = serve_once(vec![huge_head]).await;
+        let err = send(&request(&url), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(err.contains("head over"), "{err}");
+
+        let url = serve_once(vec![b"garbage\r\n\r\n".to_vec()]).await;
+        let err = send(&request(&url), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(err.contains("malformed"), "{err}");
+
+        // The connection ends inside a chunk: an error, not a short body.
+        let url = serve_once(vec![
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc".to_vec(),
+        ])
+        .await;
+        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let err = resp.body.read_to_end(1024).await.unwrap_err();
+        assert!(err.contains("closed before the body ended"), "{err}");
+
+        // A body over the limit is refused, not buffered.
+        let url = serve_once(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n".to_vec(),
+            vec![b'x'; 100],
+        ])
+        .await;
+        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        assert_eq!(resp.body.read_to_end(10).await.unwrap(), None);
+    }
+
+    #[test]
+    fn a_length_ends_the_body_and_close_takes_all() {
+        let mut framing = Framing::Length(4);
+        let mut out = Vec::new();
+        assert_eq!(decode(&mut framing, b"abcdef", &mut out).unwrap(), 4);
+        assert_eq!(
+            (out.as_slice(), matches!(framing, Framing::Length(0))),
+            (&b"abcd"[..], true)
+        );
+        let mut out = Vec::new();
+        assert_eq!(decode(&mut Framing::Close, b"xyz", &mut out).unwrap(), 3);
+        assert_eq!(out, b"xyz");
+    }
+}
