@@ -73,7 +73,8 @@ pub(crate) async fn send(
     io.write_all(&request_bytes(request, host))
         .await
         .map_err(|e| format!("cannot send the request: {e}"))?;
-    let mut buf = Vec::with_capacity(FIRST_READ_BUFFER);
+    let mut buf = Vec::new();
+    let mut read_size = FIRST_READ_BUFFER;
     let head_len = loop {
         if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
             break end + 4;
@@ -81,7 +82,7 @@ pub(crate) async fn send(
         if buf.len() > MAX_HEAD_BYTES {
             return Err(format!("a response head over {MAX_HEAD_BYTES} bytes"));
         }
-        if read_more(&mut io, &mut buf).await? == 0 {
+        if read_more(&mut io, &mut buf, &mut read_size).await? == 0 {
             return Err("the connection closed before a response head".into());
         }
     };
@@ -125,6 +126,7 @@ pub(crate) async fn send(
         body: Body {
             io,
             buf,
+            read_size,
             framing,
             done: false,
         },
@@ -168,15 +170,26 @@ fn request_bytes(request: &reqwest::Request, host: &str) -> Vec<u8> {
     out
 }
 
-/// Reads what the socket has into `buf`'s spare room (grown while reads fill it).
-async fn read_more(io: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, String> {
-    if buf.capacity() - buf.len() < FIRST_READ_BUFFER / 4 {
-        let grown = (buf.capacity() * 2).clamp(FIRST_READ_BUFFER, MAX_READ_BUFFER);
-        buf.reserve(grown.saturating_sub(buf.len()).max(FIRST_READ_BUFFER / 4));
-    }
-    io.read_buf(buf)
+/// Reads what the socket has into `buf`, with room for `read_size` more bytes; the size
+/// doubles while reads fill that room (to [`MAX_READ_BUFFER`]) and halves while they use
+/// under a quarter of it (to [`FIRST_READ_BUFFER`]).
+async fn read_more(
+    io: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    read_size: &mut usize,
+) -> Result<usize, String> {
+    buf.reserve(*read_size);
+    let room = buf.capacity() - buf.len();
+    let n = io
+        .read_buf(buf)
         .await
-        .map_err(|e| format!("the connection broke: {e}"))
+        .map_err(|e| format!("the connection broke: {e}"))?;
+    if n == room {
+        *read_size = (*read_size * 2).min(MAX_READ_BUFFER);
+    } else if n < *read_size / 4 {
+        *read_size = (*read_size / 2).max(FIRST_READ_BUFFER);
+    }
+    Ok(n)
 }
 
 /// How the body ends (RFC 9112 §6.3).
@@ -206,8 +219,10 @@ enum Chunk {
 #[derive(Debug)]
 pub(crate) struct Body {
     io: TcpStream,
-    /// Received bytes not decoded yet.
+    /// Received bytes not decoded yet (none held between reads once all are decoded).
     buf: Vec<u8>,
+    /// How much the next read asks for ([`read_more`]).
+    read_size: usize,
     framing: Framing,
     done: bool,
 }
@@ -222,7 +237,13 @@ impl Body {
             }
             let mut out = Vec::new();
             let consumed = decode(&mut self.framing, &self.buf, &mut out)?;
-            self.buf.drain(..consumed);
+            if consumed == self.buf.len() {
+                // All decoded: the buffer goes back to the allocator, so a quiet stream
+                // holds none between reads (memory per open stream).
+                self.buf = Vec::new();
+            } else {
+                self.buf.drain(..consumed);
+            }
             self.done = matches!(
                 self.framing,
                 Framing::Length(0) | Framing::Chunked(Chunk::Done)
@@ -236,7 +257,7 @@ impl Body {
             if self.buf.len() > MAX_HEAD_BYTES {
                 return Err("a chunk header or trailer too long".into());
             }
-            if read_more(&mut self.io, &mut self.buf).await? == 0 {
+            if read_more(&mut self.io, &mut self.buf, &mut self.read_size).await? == 0 {
                 return match self.framing {
                     Framing::Close => {
                         self.done = true;

@@ -69,7 +69,8 @@ impl Parser {
         // A data line waiting in the consumed part of `buf` moves out before it is reused.
         self.gather_in_buf();
         if self.pos > 0 && self.pos == self.buf.len() {
-            self.buf.clear();
+            // All parsed: let the buffer go (a quiet stream holds none between chunks).
+            self.buf = Vec::new();
             self.pos = 0;
         } else if self.pos > 64 * 1024 {
             self.buf.drain(..self.pos);
