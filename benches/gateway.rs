@@ -24,8 +24,9 @@
 //! direct read of the same load counts). Bytes: SSE response bodies, the direct A2A stream
 //! against the gateway's AG-UI stream for the same load. The memory figures use a fresh
 //! gateway per kind of stream and count only streams that are verifiably open when RSS is
-//! read: each has seen `RUN_STARTED` and no terminal event, and its connection is up; unless
-//! all are, the per-stream figure is printed as n/a with the count.
+//! read ([`MEMORY_SETTLE`] after the last one opened): each has seen `RUN_STARTED` and no
+//! terminal event, and its connection is up; unless all are, the per-stream figure is
+//! printed as n/a with the count.
 
 use std::cell::Cell;
 use std::process::{Child, Command, Stdio};
@@ -37,6 +38,9 @@ use agui_a2a_gateway::demo;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{json, Value};
+
+/// How long open streams run before the gateway's RSS is read.
+const MEMORY_SETTLE: Duration = Duration::from_secs(11);
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -470,7 +474,9 @@ impl OpenStreams {
                 .sum()
         };
         let (chunks_before, window) = (chunks(), Instant::now());
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // The steady state of open streams: what opening them used and freed (the pick-up
+        // lookups' connections, request futures) leaves RSS within jemalloc's 10 s decay.
+        tokio::time::sleep(MEMORY_SETTLE).await;
         let open_kib = rss_kib(gw.pid(), "VmRSS:");
         let chunks_per_s = (chunks() - chunks_before) as f64 / window.elapsed().as_secs_f64();
         // A stream can only go from open to ended: open now means open when RSS was read.
