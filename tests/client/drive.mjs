@@ -12,16 +12,10 @@
 // the frontend tool); `state` merges into the agent's state before the run. Prints one JSON object:
 // {"steps": [{events, failed, runErrors, warnings, messages, state, pendingInterrupts}]}.
 import { HttpAgent } from "@ag-ui/client";
+import { captureWarnings } from "./warnings.mjs";
 
 const script = JSON.parse(process.argv[2]);
-const warnings = [];
-for (const level of ["warn", "error"]) {
-  const original = console[level];
-  console[level] = (...args) => {
-    warnings.push(args.map((a) => (a instanceof Error ? a.message : String(a))).join(" "));
-    if (process.env.DRIVE_VERBOSE) original(...args);
-  };
-}
+const warnings = captureWarnings();
 
 const agent = new HttpAgent({
   url: script.url,

@@ -12,6 +12,7 @@
 // Prints one JSON object: {"steps": [{messages, events, errors, warnings, elapsedMs,
 // connection}]}, where messages are what the agent holds after the step.
 import { register } from "node:module";
+import { captureWarnings } from "../client/warnings.mjs";
 
 // Resolve packages as a bundler would (bundler-resolve.mjs says why), before loading them.
 register("./bundler-resolve.mjs", import.meta.url);
@@ -23,14 +24,7 @@ globalThis.window ??= globalThis;
 
 const script = JSON.parse(process.argv[2]);
 const WAIT_MS = 20_000;
-const warnings = [];
-for (const level of ["warn", "error"]) {
-  const original = console[level];
-  console[level] = (...args) => {
-    warnings.push(args.map((a) => (a instanceof Error ? a.message : String(a))).join(" "));
-    if (process.env.DRIVE_VERBOSE) original(...args);
-  };
-}
+const warnings = captureWarnings();
 
 function within(promise, what) {
   let timer;

@@ -40,7 +40,12 @@ fn snapshot(run: &SseRun) -> Vec<(String, String)> {
         .iter()
         .find(|e| e["type"] == "MESSAGES_SNAPSHOT")
         .unwrap_or_else(|| panic!("a MESSAGES_SNAPSHOT: {:?}", run.types()));
-    snap["messages"]
+    turns(&snap["messages"])
+}
+
+/// `(role, trimmed text)` of each AG-UI message of `messages`.
+fn turns(messages: &Value) -> Vec<(String, String)> {
+    messages
         .as_array()
         .unwrap()
         .iter()
@@ -377,27 +382,16 @@ async fn copilotkits_own_client_runs_reconnects_and_stops() {
                 "{what}"
             );
         }
-        let turns = |step: &Value| -> Vec<(String, String)> {
-            step["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| {
-                    let text = m["content"].as_str().unwrap_or_default().trim().to_owned();
-                    (m["role"].as_str().unwrap().to_owned(), text)
-                })
-                .collect()
-        };
         let two_turns = vec![
             pair("user", "echo hello there"),
             pair("assistant", "hello there"),
             pair("user", "echo second turn"),
             pair("assistant", "second turn"),
         ];
-        assert_eq!(turns(&steps[1]), two_turns, "{transport}");
+        assert_eq!(turns(&steps[1]["messages"]), two_turns, "{transport}");
         // The reloaded page started empty (CopilotKit clears the agent before connecting):
         // everything it shows came from the gateway's connect.
-        assert_eq!(turns(&steps[2]), two_turns, "{transport}");
+        assert_eq!(turns(&steps[2]["messages"]), two_turns, "{transport}");
         let types = event_types(&steps[2]);
         assert!(types.contains(&"MESSAGES_SNAPSHOT".to_owned()), "{types:?}");
 
@@ -415,7 +409,7 @@ async fn copilotkits_own_client_runs_reconnects_and_stops() {
             .unwrap_or_else(|| panic!("a /a/a2a/task delta: {stopped}"));
         let task = upstream_get_task(up, "1.0", &task_id).await;
         assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED", "{task}");
-        let after = turns(&steps[4]);
+        let after = turns(&steps[4]["messages"]);
         assert_eq!(after[..4], two_turns[..], "{transport}");
         assert_eq!(after[4], pair("user", "slow 100"), "{transport}");
     }
