@@ -51,11 +51,16 @@ const PICK_UP_PAGE_SIZE: u32 = 50;
 const PICK_UP_HISTORY: u32 = 200;
 /// Resubscribe attempts after the upstream stream drops.
 const RECOVERY_ATTEMPTS: u32 = 3;
-/// Event batches buffered between the run and its response (one upstream event's worth
-/// each, so at most this many upstream events are held for a slow client).
+/// Event batches buffered between the run and its response, so at most this many batches
+/// are held for a slow client.
 const CHANNEL_CAPACITY: usize = 16;
-/// The most upstream events projected into one batch (read path batching, `pump`).
+/// Read path batching (`pump`): the upstream events already delivered are projected into
+/// one batch while it holds only text (at most this many upstream events and
+/// [`MAX_BATCH_TEXT_BYTES`] of it); any other event ends the batch. A batch thus holds what
+/// one upstream event makes, or at most that much text: a slow client costs at most
+/// [`CHANNEL_CAPACITY`] of them, as before batching.
 const MAX_BATCH_EVENTS: usize = 64;
+const MAX_BATCH_TEXT_BYTES: usize = 64 * 1024;
 
 /// Everything a run needs, handed over by the HTTP handler.
 pub(crate) struct RunRequest {
@@ -322,6 +327,16 @@ async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Optio
     let _ = run.sink.emit(events).await;
     run.disarm_cancel();
     run.sink.meter.learn(&run.projector);
+}
+
+/// The text an event carries if it is a text message event (its delta), else `None`: the
+/// weight of a batch in [`Run::pump`].
+fn text_bytes_of(event: &Event) -> Option<usize> {
+    match event {
+        Event::TextMessageContent { delta, .. } => Some(delta.len()),
+        Event::TextMessageStart { .. } | Event::TextMessageEnd { .. } => Some(0),
+        _ => None,
+    }
 }
 
 /// The events of a run whose preparation panicked.
@@ -822,15 +837,24 @@ impl Run {
                     // for more than is ready, and a batch is at most `MAX_BATCH_EVENTS`.
                     let mut batch = Vec::new();
                     let mut event = event;
-                    let mut drained = 0;
+                    let (mut drained, mut text_bytes) = (0, 0);
                     loop {
                         if let Err(limit) = self.count_event() {
                             self.emit(batch).await?;
                             return self.fail(limit).await;
                         }
+                        let before = batch.len();
                         self.project(&event, &mut batch);
                         drained += 1;
-                        if self.projector.is_finished() || drained == MAX_BATCH_EVENTS {
+                        let text = batch[before..]
+                            .iter()
+                            .map(text_bytes_of)
+                            .sum::<Option<usize>>();
+                        text_bytes += text.unwrap_or(usize::MAX / 2);
+                        if self.projector.is_finished()
+                            || drained == MAX_BATCH_EVENTS
+                            || text_bytes > MAX_BATCH_TEXT_BYTES
+                        {
                             break;
                         }
                         let mut ready = stream.next().now_or_never();

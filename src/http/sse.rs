@@ -6,7 +6,8 @@
 //! newlines, so every event is one `data:` line. Comment lines are ignored by SSE parsers,
 //! `@ag-ui/client` included. Under load the batches that piled up while the connection wrote
 //! leave in one write of up to [`MAX_MERGED_CHUNK`] bytes; before a write the body gives the
-//! run one scheduler turn to add what it is projecting, and never waits on a timer.
+//! run scheduler turns while what it gathered grows (at most [`MAX_TURNS`]), and never waits
+//! on a timer.
 
 use std::convert::Infallible;
 use std::pin::Pin;
