@@ -216,14 +216,9 @@ impl Client {
         trace_headers: HeaderMap,
     ) -> Result<reqwest::Response, ClientError> {
         let (req, head_timeout) = self.build_post(method, params, call, trace_headers);
-        let send = req.send();
-        let sent = match head_timeout {
-            Some(t) => tokio::time::timeout(t, send)
-                .await
-                .map_err(|_| ClientError::Timeout(t))?,
-            None => send.await,
-        };
-        let resp = sent.map_err(|e| failure(&e, head_timeout))?;
+        let resp = head_within(head_timeout, req.send())
+            .await?
+            .map_err(|e| failure(&e, head_timeout))?;
         self.check_status(resp.status())?;
         Ok(resp)
     }
@@ -499,28 +494,55 @@ impl Client {
         let resp = self
             .post(method, params, Call::Stream(head_timeout))
             .await?;
-        let version = self.endpoint.version;
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        if !is_sse {
-            // Errors detected before the first event come back as plain JSON (a2a-sdk 1.3.0,
-            // transcripts §2.16, §3.11); a non-streaming server may also answer a single result.
+        let content_type = resp.headers().get(CONTENT_TYPE);
+        if !is_event_stream(content_type.and_then(|v| v.to_str().ok())) {
             let body = read_limited(resp, self.max_event_bytes, None).await?;
-            let event = decode_frame(version, &String::from_utf8_lossy(&body))?;
-            return Ok(Box::pin(futures::stream::iter([Ok(event)])));
+            return self.single_event(&body);
         }
-        // Each event is decoded where the SSE reader holds it (no copy of its data).
+        Ok(self.events_of(resp.bytes_stream()))
+    }
+
+    /// A streaming call answered without SSE: errors detected before the first event come
+    /// back as plain JSON (a2a-sdk 1.3.0, transcripts §2.16, §3.11); a non-streaming server
+    /// may also answer a single result.
+    fn single_event(&self, body: &[u8]) -> Result<EventStream, ClientError> {
+        let event = decode_frame(self.endpoint.version, &String::from_utf8_lossy(body))?;
+        Ok(Box::pin(futures::stream::iter([Ok(event)])))
+    }
+
+    /// The events of an SSE `body`, each decoded where the SSE reader holds it (no copy of
+    /// its data).
+    fn events_of<S, E>(&self, body: S) -> EventStream
+    where
+        S: Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
+        E: std::fmt::Display + 'static,
+    {
+        let version = self.endpoint.version;
         let decode = move |_event: Option<&str>, data: &str| decode_frame(version, data);
-        let frames = sse::frames(resp.bytes_stream(), self.max_event_bytes, decode);
-        let events = frames.map(|frame| match frame {
+        let frames = sse::frames(body, self.max_event_bytes, decode);
+        Box::pin(frames.map(|frame| match frame {
             Err(SseError::TooLarge { limit }) => Err(ClientError::EventTooLarge { limit }),
             Err(e) => Err(stream_broke(e)),
             Ok(decoded) => decoded,
-        });
-        Ok(Box::pin(events))
+        }))
+    }
+}
+
+/// True if a response's content type is SSE.
+fn is_event_stream(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+/// Awaits a response head, within `bound` if there is one.
+async fn head_within<T>(
+    bound: Option<Duration>,
+    head: impl std::future::Future<Output = T>,
+) -> Result<T, ClientError> {
+    match bound {
+        Some(t) => tokio::time::timeout(t, head)
+            .await
+            .map_err(|_| ClientError::Timeout(t)),
+        None => Ok(head.await),
     }
 }
 
@@ -542,20 +564,13 @@ impl Client {
             span.end(result.is_ok());
         }
         let mut resp = result?;
-        let version = self.endpoint.version;
-        let is_sse = resp
-            .content_type
-            .as_deref()
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        if !is_sse {
-            // As on the reqwest path: plain JSON, an error or a single result.
+        if !is_event_stream(resp.content_type.as_deref()) {
             let limit = self.max_event_bytes;
             let body = match resp.body.read_to_end(limit).await.map_err(stream_broke)? {
                 Some(body) => body,
                 None => return Err(ClientError::EventTooLarge { limit }),
             };
-            let event = decode_frame(version, &String::from_utf8_lossy(&body))?;
-            return Ok(Box::pin(futures::stream::iter([Ok(event)])));
+            return self.single_event(&body);
         }
         let body = futures::stream::unfold(Some(resp.body), |body| async move {
             let mut body = body?;
@@ -565,14 +580,7 @@ impl Client {
                 Err(e) => Some((Err(e), None)),
             }
         });
-        let decode = move |_event: Option<&str>, data: &str| decode_frame(version, data);
-        let frames = sse::frames(Box::pin(body), self.max_event_bytes, decode);
-        let events = frames.map(|frame| match frame {
-            Err(SseError::TooLarge { limit }) => Err(ClientError::EventTooLarge { limit }),
-            Err(e) => Err(stream_broke(e)),
-            Ok(decoded) => decoded,
-        });
-        Ok(Box::pin(events))
+        Ok(self.events_of(Box::pin(body)))
     }
 
     /// Sends a streaming call over [`super::direct`]; its response head within
@@ -591,14 +599,9 @@ impl Client {
             .build()
             .map_err(|e| ClientError::Unavailable(describe(&e)))?;
         let send = super::direct::send(&request, connect_timeout);
-        let sent = match head_timeout {
-            Some(t) => tokio::time::timeout(t, send)
-                .await
-                .map_err(|_| ClientError::Timeout(t))?,
-            None => send.await,
-        };
-        let resp =
-            sent.map_err(|e| ClientError::Unavailable(format!("{e} ({})", self.endpoint_url())))?;
+        let resp = head_within(head_timeout, send)
+            .await?
+            .map_err(|e| ClientError::Unavailable(format!("{e} ({})", self.endpoint_url())))?;
         let status = reqwest::StatusCode::from_u16(resp.status)
             .map_err(|_| ClientError::Invalid("a malformed HTTP status".into()))?;
         self.check_status(status)?;
