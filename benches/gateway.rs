@@ -16,9 +16,10 @@
 //!   default (`limits.max_concurrent_runs`), so stay below that.
 //! - BENCH_GATEWAY_WORKERS: the gateway's tokio worker threads (default: one per core).
 //!
-//! The demo agent runs in this process; the gateway runs as its own process (the release
-//! binary), so its memory and CPU time (utime + stime from /proc/<pid>/stat) are the
-//! gateway's alone. Every event of `bench N K` carries its send time, so latency is measured
+//! The demo agent runs in a process of its own (the release binary with `--demo`), the
+//! gateway in another (the release binary), the readers in this one: the gateway's memory and
+//! CPU time (utime + stime from /proc/<pid>/stat) are its alone, and the upstream shares a
+//! process with neither. Every event of `bench N K` carries its send time, so latency is measured
 //! per event, from the agent's send to the reader's receipt. CPU per A2A event: the gateway's
 //! CPU over its rounds of a load, divided by the A2A events of those rounds (as many as the
 //! direct read of the same load counts). Bytes: SSE response bodies, the direct A2A stream
@@ -113,6 +114,34 @@ async fn start_gateway(demo_url: &str) -> Gateway {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("gateway did not become ready");
+}
+
+/// The demo agent in a process of its own (the gateway binary with `--demo`), so the
+/// upstream shares no process with the gateway or the readers: its URL is the one the
+/// binary logs.
+fn start_demo_agent() -> Gateway {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
+        .args(["--demo", "--listen", &format!("127.0.0.1:{}", free_port())])
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the demo agent");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("its stdout")).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            let at = line.find("demo agent listening")?;
+            let url = line[at..].split("url=").nth(1)?;
+            Some(url.split_whitespace().next()?.trim_matches('"').to_owned())
+        })
+        .expect("the demo agent's URL in its log");
+    // The rest of its log is read and dropped, so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Gateway { child, base: url }
 }
 
 fn rss_kib(pid: u32, field: &str) -> u64 {
@@ -546,8 +575,8 @@ async fn main() {
     let ticking_streams = env_or("BENCH_TICKING_STREAMS", 500);
     let (ticks_per_s, ticks_assumed) = clock_ticks_per_s();
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let demo_url = demo::spawn(listener).await.unwrap();
+    let upstream = start_demo_agent();
+    let demo_url = upstream.base.clone();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(2048)
         .tcp_nodelay(true)
@@ -607,7 +636,7 @@ async fn main() {
     let (dps, gps) = (summarize(&dp), summarize(&gp));
     let cores = std::thread::available_parallelism().map_or(0, |p| p.get());
     let flat_load = &flat.load;
-    println!("\nagui-a2a-gateway benchmark ({cores} cores). Flat out (as fast as the agent can): `{flat_load}`, {rounds} alternating rounds per path, medians (ratios: median of per-round ratios); chunk sizes {chunk_sizes:?}: `bench {chunk_n} <size>`, {chunk_rounds} rounds each. Latency: `bench {paced_n} {k} {rate}` ({rate} events/s), 2 rounds per path, all events. The demo agent (upstream) runs in the benchmark's process, the gateway in its own.");
+    println!("\nagui-a2a-gateway benchmark ({cores} cores). Flat out (as fast as the agent can): `{flat_load}`, {rounds} alternating rounds per path, medians (ratios: median of per-round ratios); chunk sizes {chunk_sizes:?}: `bench {chunk_n} <size>`, {chunk_rounds} rounds each. Latency: `bench {paced_n} {k} {rate}` ({rate} events/s), 2 rounds per path, all events. The demo agent (upstream), the gateway and the readers run in three processes.");
     if ticks_assumed {
         println!("(`getconf CLK_TCK` could not be read: CPU times assume 100 clock ticks/s.)");
     }
