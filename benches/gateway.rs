@@ -125,11 +125,12 @@ fn start_demo_agent() -> Gateway {
         .args(["--demo", "--listen", &format!("127.0.0.1:{}", free_port())])
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start the demo agent");
-    let mut lines = std::io::BufReader::new(child.stdout.take().expect("its stdout")).lines();
+    // Its log (tracing writes to stderr) names the demo agent's URL.
+    let mut lines = std::io::BufReader::new(child.stderr.take().expect("its stderr")).lines();
     let url = lines
         .by_ref()
         .map_while(Result::ok)

@@ -75,17 +75,54 @@ pub(crate) async fn send(
         .map_err(|e| format!("cannot send the request: {e}"))?;
     let mut buf = Vec::new();
     let mut read_size = FIRST_READ_BUFFER;
-    let head_len = loop {
-        if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
-            break end + 4;
+    loop {
+        let head_len = read_head(&mut io, &mut buf, &mut read_size).await?;
+        // RFC 9110 §15.2: interim responses (103 Early Hints, ...) precede the final one.
+        if interim_status(&buf[..head_len]) {
+            buf.drain(..head_len);
+            continue;
         }
+        return parse_head(io, buf, head_len, read_size);
+    }
+}
+
+/// Reads until `buf` holds a whole response head; its length. Each read's bytes are searched
+/// once (a head trickling in a byte at a time costs no more than one arriving whole).
+async fn read_head(
+    io: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    read_size: &mut usize,
+) -> Result<usize, String> {
+    let mut searched = 0;
+    loop {
+        if let Some(end) = memchr::memmem::find(&buf[searched..], b"\r\n\r\n") {
+            return Ok(searched + end + 4);
+        }
+        searched = buf.len().saturating_sub(3);
         if buf.len() > MAX_HEAD_BYTES {
             return Err(format!("a response head over {MAX_HEAD_BYTES} bytes"));
         }
-        if read_more(&mut io, &mut buf, &mut read_size).await? == 0 {
+        if read_more(io, buf, read_size).await? == 0 {
             return Err("the connection closed before a response head".into());
         }
-    };
+    }
+}
+
+/// True for a 1xx head other than 101 (which this transport never asks for).
+fn interim_status(head: &[u8]) -> bool {
+    matches!(
+        head.get(..10),
+        Some([b'H', b'T', b'T', b'P', b'/', _, _, _, b' ', b'1'])
+    ) && head.get(9..12) != Some(&b"101"[..])
+}
+
+/// The response of the head `buf[..head_len]`, its body read from `io`.
+fn parse_head(
+    io: TcpStream,
+    mut buf: Vec<u8>,
+    head_len: usize,
+    read_size: usize,
+) -> Result<Response, String> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut head = httparse::Response::new(&mut headers);
     match head.parse(&buf[..head_len]) {
@@ -102,14 +139,17 @@ pub(crate) async fn send(
             .collect::<Vec<_>>()
     };
     let content_type = header("content-type").first().map(|v| (*v).to_owned());
-    // RFC 9112 §6.3: chunked if it is the last transfer coding, else a length, else until
-    // the connection closes.
-    let chunked = header("transfer-encoding")
+    // RFC 9112 §6.3: chunked if it is the last transfer coding; any other coding: until the
+    // connection closes; else a length, else until the connection closes.
+    let codings = header("transfer-encoding");
+    let chunked = codings
         .last()
         .and_then(|v| v.rsplit(',').next())
         .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
     let framing = if chunked {
         Framing::Chunked(Chunk::Size)
+    } else if !codings.is_empty() {
+        Framing::Close
     } else {
         match header("content-length").first() {
             Some(len) => Framing::Length(
@@ -456,6 +496,15 @@ mod tests {
         assert_eq!(resp.content_type.as_deref(), Some("text/event-stream"));
         let body = resp.body.read_to_end(1024).await.unwrap().unwrap();
         assert_eq!(body, b"data: x\n\n");
+    }
+
+    #[tokio::test]
+    async fn interim_responses_and_a_trickled_head_are_read_through() {
+        let head: &[u8] = b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+        let url = serve_once(head.chunks(7).map(<[u8]>::to_vec).collect()).await;
+        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.body.read_to_end(10).await.unwrap().unwrap(), b"ok");
     }
 
     #[tokio::test]
