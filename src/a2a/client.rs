@@ -11,6 +11,11 @@
 //! caller's `first_event`; the time between events its `idle`); bodies are read with a size
 //! bound; an upstream's response body is never echoed (errors carry a status and a short
 //! reason of our own); URLs in messages lose their userinfo ([`crate::redact`]).
+//!
+//! Transport: every call is built by reqwest; unary calls and `https://` streams are sent by
+//! it, streams from `http://` upstreams by `a2a::direct` (read in the caller's task; see
+//! its header for why) unless a proxy is configured. Both stream paths share what follows
+//! the head (`Client::events_of`).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -125,7 +130,7 @@ impl Client {
         }
     }
 
-    /// This client reading its `http://` streams itself ([`super::direct`]), connecting
+    /// This client reading its `http://` streams itself (`a2a::direct`), connecting
     /// within `connect_timeout` (`timeouts.connect`).
     pub fn with_direct_streams(mut self, connect_timeout: Duration) -> Self {
         self.direct_streams = Some(connect_timeout);

@@ -4,7 +4,8 @@
 //! `:` comment lines (`: ping - <time>` keep-alives) are skipped; `data:` lines of one event
 //! are joined with `\n`; `event:` is kept (A2A 1.0 marks errors with `event: error`); other
 //! fields (`id:`, `retry:`) are ignored. Memory is bounded: an event, or an unterminated line,
-//! longer than `limit` bytes is an error before it is buffered further.
+//! longer than `limit` bytes is an error before it is buffered further; a quiet stream holds
+//! no buffer. Events are handed to a decoder where they lie (no copy for one-line data).
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
