@@ -222,9 +222,16 @@ async fn single_route(
         return Err(RequestError::UnsupportedMediaType);
     }
     let (parts, body) = req.into_parts();
+    // A body in memory is part of a run's cost (DESIGN §9): read within a run slot, as on
+    // the run route; the method then takes its own.
+    let reading = s
+        .runs
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| RequestError::TooManyRuns(s.limits.max_concurrent_runs))?;
     let raw = super::read_body(&s, body).await?;
     let envelope: Envelope = serde_json::from_slice(&raw).map_err(super::json_error)?;
-    drop(raw);
+    drop((raw, reading));
     let param = |key: &str| {
         envelope
             .params

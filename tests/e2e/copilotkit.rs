@@ -414,3 +414,32 @@ async fn copilotkits_own_client_runs_reconnects_and_stops() {
         assert_eq!(after[4], pair("user", "slow 100"), "{transport}");
     }
 }
+
+/// The single-route envelope reads its body within a run slot, as the run route does: while
+/// one arrives slowly, a run beyond `max_concurrent_runs` is refused; once it is gone, runs
+/// go again.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_envelope_body_is_read_within_a_run_slot() {
+    use tokio::io::AsyncWriteExt;
+    let config = json!({"agents": [{"name": "ref", "url": upstream("both")}],
+        "limits": {"max_concurrent_runs": 1}});
+    let gw = Gateway::start(&config.to_string(), false).await;
+    wait_ready(&gw).await;
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /copilotkit HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"method\":"
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, refused) = post_json(&gw.agent_url("ref"), None, &run_input("t", "echo x")).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (429, &json!("too_many_runs")),
+        "{refused}"
+    );
+    drop(slow);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let run = post_run(&gw.agent_url("ref"), &run_input("t2", "echo x"), WITHIN).await;
+    assert_run_finished(&run);
+}
