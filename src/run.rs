@@ -860,8 +860,9 @@ impl Run {
                         let mut ready = stream.next().now_or_never();
                         if ready.is_none() {
                             // One scheduler turn for the upstream connection to decode the
-                            // next event it already read (hyper hands a body on one chunk
-                            // at a time); a quiet stream loses only that turn.
+                            // next event it already read (through reqwest, hyper hands a
+                            // body on one chunk at a time from its own task; the direct
+                            // reader needs none); a quiet stream loses only that turn.
                             tokio::task::yield_now().await;
                             ready = stream.next().now_or_never();
                         }
