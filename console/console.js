@@ -802,20 +802,17 @@ function init() {
     renderAgentInfo();
     refreshLists();
   });
-  $("new-form").addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    const text = $("new-text").value.trim();
-    if (!text) return;
-    $("new-text").value = "";
-    startConversation(text);
-  });
-  $("reply-form").addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    const text = $("reply-text").value.trim();
-    if (!text) return;
-    $("reply-text").value = "";
-    reply(text);
-  });
+  // A text form: its trimmed text, if any, handed to `act` and the field cleared.
+  const onText = (formId, fieldId, act) =>
+    $(formId).addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const text = $(fieldId).value.trim();
+      if (!text) return;
+      $(fieldId).value = "";
+      act(text);
+    });
+  onText("new-form", "new-text", startConversation);
+  onText("reply-form", "reply-text", reply);
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden && ui.connected) refreshLists();
   });

@@ -34,6 +34,9 @@ pub mod rpc_code {
     pub const UNSUPPORTED_OPERATION: i64 = -32004;
     /// `VersionNotSupportedError` (1.0): the `A2A-Version` header does not match.
     pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+    /// The codes JSON-RPC 2.0 reserves for predefined and implementation errors (§5.1);
+    /// anything else an upstream sends is its own.
+    pub const RESERVED: std::ops::RangeInclusive<i64> = -32768..=-32000;
 }
 
 /// The A2A operations the gateway calls.

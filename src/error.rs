@@ -161,13 +161,16 @@ pub(crate) enum RunError {
     Internal,
 }
 
+/// The `RUN_ERROR` code of an upstream's JSON-RPC error is this prefix and its number.
+pub(crate) const RPC_CODE_PREFIX: &str = "a2a_error_";
+
 impl RunError {
     /// The `RUN_ERROR` code (DESIGN §6 table).
     pub(crate) fn code(&self) -> Cow<'static, str> {
         Cow::Borrowed(match self {
             Self::TaskFailed(_) => "a2a_task_failed",
             Self::TaskRejected(_) => "a2a_task_rejected",
-            Self::Rpc { code, .. } => return Cow::Owned(format!("a2a_error_{code}")),
+            Self::Rpc { code, .. } => return Cow::Owned(format!("{RPC_CODE_PREFIX}{code}")),
             Self::UpstreamUnavailable(_) => "upstream_unavailable",
             Self::UpstreamStreamEnded(_) => "upstream_stream_ended",
             Self::UpstreamInvalid(_) => "upstream_invalid_response",

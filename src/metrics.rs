@@ -100,57 +100,68 @@ impl Collector for StoreErrors {
     }
 }
 
+/// `metric`, registered in `registry` under `name` with its `help`.
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     /// Every metric of DESIGN §10, registered; `store_errors` is the binding store's count.
     pub(crate) fn new(store_errors: Arc<AtomicU64>) -> Self {
         let mut registry = Registry::default();
-        let runs = Family::default();
-        registry.register(
+        let runs = registered(
+            &mut registry,
             "agui_gateway_runs",
             "Runs ended, by agent and outcome.",
-            runs.clone(),
+            Family::default(),
         );
-        let run_errors = Family::default();
-        registry.register(
+        let run_errors = registered(
+            &mut registry,
             "agui_gateway_run_errors",
             "Runs ended with RUN_ERROR, by agent and code.",
-            run_errors.clone(),
+            Family::default(),
         );
-        let open_streams = Family::default();
-        registry.register(
+        let open_streams = registered(
+            &mut registry,
             "agui_gateway_open_streams",
             "Run streams open now.",
-            open_streams.clone(),
+            Family::default(),
         );
-        let upstream_requests = Family::default();
-        registry.register(
+        let upstream_requests = registered(
+            &mut registry,
             "agui_gateway_upstream_requests",
             "A2A calls, by agent, JSON-RPC method and result.",
-            upstream_requests.clone(),
+            Family::default(),
         );
-        let time_to_first_event: SecondsHistogram = Family::new_with_constructor(seconds_histogram);
-        registry.register(
+        let time_to_first_event: SecondsHistogram = registered(
+            &mut registry,
             "agui_gateway_time_to_first_event_seconds",
             "From the run's start to the upstream's first event.",
-            time_to_first_event.clone(),
+            Family::new_with_constructor(seconds_histogram),
         );
-        let run_duration: SecondsHistogram = Family::new_with_constructor(seconds_histogram);
-        registry.register(
+        let run_duration: SecondsHistogram = registered(
+            &mut registry,
             "agui_gateway_run_duration_seconds",
             "From the run's start to its terminal event.",
-            run_duration.clone(),
+            Family::new_with_constructor(seconds_histogram),
         );
-        let events = Family::default();
-        registry.register(
+        let events = registered(
+            &mut registry,
             "agui_gateway_events",
             "AG-UI events sent to clients.",
-            events.clone(),
+            Family::default(),
         );
-        let rate_limited = Counter::default();
-        registry.register(
+        let rate_limited = registered(
+            &mut registry,
             "agui_gateway_rate_limited",
             "Run requests refused by rate_limits (429).",
-            rate_limited.clone(),
+            Counter::default(),
         );
         registry.register_collector(Box::new(StoreErrors(store_errors)));
         Self {
@@ -268,11 +279,14 @@ impl Metrics {
 }
 
 /// A `RUN_ERROR` code as a label value: `a2a_error_<n>` carries a number the upstream chose,
-/// so only the JSON-RPC reserved range (-32768..=-32000) keeps its own series; any other
-/// number is `a2a_error_other` (an upstream cannot grow the label set without bound).
+/// so only the JSON-RPC reserved range keeps its own series; any other number is
+/// `a2a_error_other` (an upstream cannot grow the label set without bound).
 fn bounded_code(code: &str) -> &str {
-    match code.strip_prefix("a2a_error_").map(str::parse::<i64>) {
-        Some(Ok(n)) if (-32768..=-32000).contains(&n) => code,
+    match code
+        .strip_prefix(crate::error::RPC_CODE_PREFIX)
+        .map(str::parse::<i64>)
+    {
+        Some(Ok(n)) if crate::a2a::rpc_code::RESERVED.contains(&n) => code,
         Some(_) => "a2a_error_other",
         None => code,
     }
