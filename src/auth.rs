@@ -88,6 +88,16 @@ impl Caller {
     pub(crate) fn may_use(&self, created_by: &str) -> bool {
         created_by == self.name || self.has_scope(SCOPE_THREADS_ALL)
     }
+
+    /// Whether this caller may use a context whose creator through the gateway is
+    /// `created_by` (`None`: not created through the gateway) on an agent of `visibility`:
+    /// the one rule the ownership check, thread lookups and thread lists apply.
+    pub(crate) fn may_use_context(&self, created_by: Option<&str>, visibility: Visibility) -> bool {
+        match created_by {
+            Some(creator) => self.may_use(creator),
+            None => self.may_see_foreign(visibility),
+        }
+    }
 }
 
 /// Handlers read the caller that [`require_caller`] established. Missing (a route outside

@@ -286,10 +286,9 @@ async fn check_ownership(
         .into_iter()
         .flatten()
         .any(|c| *c == context_id);
-    let allowed = match s.bindings.owner_of(name, &context_id).await {
-        Some((owner, _)) => caller.may_use(&owner),
-        None => named || caller.may_see_foreign(agent.settings.visibility),
-    };
+    let creator = s.bindings.owner_of(name, &context_id).await.map(|(c, _)| c);
+    let allowed = (creator.is_none() && named)
+        || caller.may_use_context(creator.as_deref(), agent.settings.visibility);
     if allowed {
         Ok(())
     } else {

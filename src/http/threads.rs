@@ -150,11 +150,12 @@ pub(crate) async fn context_of(
     if let Some(context) = s.bindings.get(&caller.name, name, thread_id).await {
         return Ok(Some(context));
     }
-    let visible = match s.bindings.owner_of(name, thread_id).await {
-        Some((creator, _)) if caller.may_use(&creator) => true,
-        Some(_) => return Err(RequestError::UnknownThread),
-        None => caller.may_see_foreign(agent.settings.visibility),
-    };
+    let creator = s.bindings.owner_of(name, thread_id).await.map(|(c, _)| c);
+    let visible = caller.may_use_context(creator.as_deref(), agent.settings.visibility);
+    if creator.is_some() && !visible {
+        // Someone else's context: unknown, not a new thread.
+        return Err(RequestError::UnknownThread);
+    }
     Ok(visible.then(|| thread_id.to_owned()))
 }
 
@@ -246,19 +247,18 @@ async fn visible_threads(
         .unwrap_or_default();
     let mut visible = Vec::new();
     for mut thread in threads::summarize(&tasks, str::to_owned) {
-        match s
+        let record = s
             .bindings
             .owner_of(&agent.settings.name, &thread.context_id)
-            .await
-        {
-            Some((creator, creator_thread)) if caller.may_use(&creator) => {
-                thread.thread_id = creator_thread;
-                visible.push(thread);
-            }
-            Some(_) => {}
-            None if caller.may_see_foreign(agent.settings.visibility) => visible.push(thread),
-            None => {}
+            .await;
+        let creator = record.as_ref().map(|(c, _)| c.as_str());
+        if !caller.may_use_context(creator, agent.settings.visibility) {
+            continue;
         }
+        if let Some((_, creator_thread)) = record {
+            thread.thread_id = creator_thread;
+        }
+        visible.push(thread);
     }
     (visible, SOURCE_UPSTREAM)
 }
