@@ -63,6 +63,15 @@ pub(crate) enum RequestError {
     RateLimited(u64),
     #[error("{0}")]
     Unauthorized(Rejection),
+    /// An HTTP/1.1 request that does not parse (RFC 9112), found by the server itself.
+    #[error("a malformed HTTP request: {0}")]
+    MalformedRequest(&'static str),
+    #[error("the request head exceeds {0} bytes or its header count limit")]
+    HeadTooLarge(usize),
+    #[error("the request head did not arrive within timeouts.header_read ({} ms)", .0.as_millis())]
+    HeadTimeout(Duration),
+    #[error("only the chunked transfer coding is accepted")]
+    UnsupportedTransferEncoding,
 }
 
 impl RequestError {
@@ -87,6 +96,10 @@ impl RequestError {
             Self::TooManyRuns(_) => "too_many_runs",
             Self::RateLimited(_) => "rate_limited",
             Self::Unauthorized(_) => "unauthorized",
+            Self::MalformedRequest(_) => "malformed_request",
+            Self::HeadTooLarge(_) => "request_head_too_large",
+            Self::HeadTimeout(_) => "head_timeout",
+            Self::UnsupportedTransferEncoding => "unsupported_transfer_encoding",
         }
     }
 
@@ -111,7 +124,9 @@ impl RequestError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::UnknownAgent(_) | Self::NoRoute | Self::UnknownThread => StatusCode::NOT_FOUND,
-            Self::MalformedJson(_) | Self::InvalidQuery(_) => StatusCode::BAD_REQUEST,
+            Self::MalformedJson(_) | Self::InvalidQuery(_) | Self::MalformedRequest(_) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::InvalidRunInput(_)
             | Self::InvalidForwardedProps(_)
             | Self::NoTask
@@ -123,6 +138,9 @@ impl RequestError {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRuns(_) | Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::HeadTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::HeadTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::UnsupportedTransferEncoding => StatusCode::NOT_IMPLEMENTED,
         }
     }
 }
@@ -236,6 +254,10 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         TooManyRuns(0),
         RateLimited(1),
         Unauthorized(crate::auth::Rejection::Missing),
+        MalformedRequest(""),
+        HeadTooLarge(0),
+        HeadTimeout(Duration::ZERO),
+        UnsupportedTransferEncoding,
     ];
     // A new variant fails to compile here until it is added to the list above.
     for e in &all {
@@ -257,7 +279,11 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
             | UnsupportedMediaType
             | TooManyRuns(_)
             | RateLimited(_)
-            | Unauthorized(_) => {}
+            | Unauthorized(_)
+            | MalformedRequest(_)
+            | HeadTooLarge(_)
+            | HeadTimeout(_)
+            | UnsupportedTransferEncoding => {}
         }
     }
     all

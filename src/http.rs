@@ -34,6 +34,7 @@ pub(crate) mod console;
 pub(crate) mod copilotkit;
 pub(crate) mod listener;
 pub(crate) mod ratelimit;
+pub(crate) mod server;
 pub(crate) mod sse;
 pub(crate) mod threads;
 

@@ -12,7 +12,8 @@
 //! - [`auth`]: inbound auth: who is calling (API keys, JWT), the caller of every request.
 //! - [`binding`]: the binding store (owner + agent + threadId -> contextId): memory or Redis.
 //! - [`error`]: the error vocabulary: request errors (HTTP) and run errors (`RUN_ERROR`).
-//! - [`http`]: thin axum handlers, the accept loop and the SSE body.
+//! - [`http`]: thin axum handlers, the inbound HTTP/1.1 server and the SSE body.
+//! - [`http1`]: HTTP/1.1 message framing, shared by the inbound server and the upstream reader.
 //! - [`config`]: file + flags -> validated [`config::Settings`].
 //! - [`redact`]: what may be shown or logged (userinfo, foreign strings).
 //! - [`demo`]: the embedded demo A2A agent (`--demo`).
@@ -28,6 +29,7 @@ pub mod config;
 pub mod demo;
 pub(crate) mod error;
 pub(crate) mod http;
+pub(crate) mod http1;
 pub(crate) mod metrics;
 pub(crate) mod redact;
 pub(crate) mod registry;

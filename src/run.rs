@@ -62,6 +62,16 @@ const CHANNEL_CAPACITY: usize = 16;
 const MAX_BATCH_EVENTS: usize = 64;
 const MAX_BATCH_TEXT_BYTES: usize = 64 * 1024;
 
+/// How a read batch left the stream.
+enum Batch {
+    /// The run finished (its terminal event is sent).
+    Finished,
+    /// Still open: read on.
+    Open,
+    /// Reading ahead met the stream's end or an error, handled next.
+    Ended(Box<Option<Result<StreamEvent, ClientError>>>),
+}
+
 /// Everything a run needs, handed over by the HTTP handler.
 pub(crate) struct RunRequest {
     pub agent: Arc<Agent>,
@@ -589,7 +599,9 @@ impl Run {
             let error = RunError::InvalidResume(reason.0.clone());
             return self.fail(error).await;
         }
-        let upstream = match self.registry.resolve(&self.agent).await {
+        // Boxed, like every step below: execute's future lives as long as the run, so a
+        // step's state must not size it (memory per open stream, docs/performance.md).
+        let upstream = match Box::pin(self.registry.resolve(&self.agent)).await {
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("agent {} is not reachable: {e}", self.agent.settings.name);
@@ -642,7 +654,7 @@ impl Run {
         let streaming = upstream.streaming && self.plan.options.mode != Some(Mode::Send);
         match self.send(upstream, message, streaming).await {
             Ok(()) => Ok(()),
-            Err(e) => self.fail_with(&e).await,
+            Err(e) => Box::pin(self.fail_with(&e)).await,
         }
     }
 
@@ -765,28 +777,40 @@ impl Run {
     }
 
     /// Sends the message; `Err` only for an upstream error before any event.
+    ///
+    /// Every step but the stream's is boxed: this future lives as long as the stream, so
+    /// it holds only what reading the stream needs (memory per open stream).
     async fn send(
         &mut self,
         upstream: &Resolved,
         message: &OutgoingMessage,
         streaming: bool,
     ) -> Result<(), ClientError> {
-        let history = self.plan.options.history_length;
-        if streaming {
-            let open = upstream.client.stream_message(message, history);
-            let first_event = self.timeouts.first_event;
-            let stream = match tokio::time::timeout(first_event, open).await {
-                Ok(r) => r?,
-                Err(_) => {
-                    let _ = self
-                        .fail(RunError::timeout("first_event", first_event))
-                        .await;
-                    return Ok(());
-                }
-            };
-            let _ = self.pump(upstream, stream).await;
-            return Ok(());
+        if !streaming {
+            return Box::pin(self.send_unary(upstream, message)).await;
         }
+        let history = self.plan.options.history_length;
+        let open = Box::pin(upstream.client.stream_message(message, history));
+        let first_event = self.timeouts.first_event;
+        let stream = match tokio::time::timeout(first_event, open).await {
+            Ok(r) => r?,
+            Err(_) => {
+                let timed_out = RunError::timeout("first_event", first_event);
+                let _ = Box::pin(self.fail(timed_out)).await;
+                return Ok(());
+            }
+        };
+        let _ = self.pump(upstream, stream).await;
+        Ok(())
+    }
+
+    /// `SendMessage` (no stream): the result is the turn.
+    async fn send_unary(
+        &mut self,
+        upstream: &Resolved,
+        message: &OutgoingMessage,
+    ) -> Result<(), ClientError> {
+        let history = self.plan.options.history_length;
         let result = upstream
             .client
             .send_message(message, history, Some(self.timeouts.run))
@@ -816,8 +840,9 @@ impl Run {
         mut stream: EventStream,
     ) -> Result<(), Disconnected> {
         let mut first = true;
-        // An item read while draining a batch, not an event: handled first next time round.
-        let mut carried = None;
+        // What reading ahead met after a batch (the stream's end or an error): handled
+        // first next time round.
+        let mut carried: Option<Box<Option<Result<StreamEvent, ClientError>>>> = None;
         loop {
             let (key, wait) = if first {
                 ("first_event", self.timeouts.first_event)
@@ -825,69 +850,101 @@ impl Run {
                 ("idle", self.timeouts.idle)
             };
             first = false;
-            let next = match carried.take() {
-                Some(item) => Ok(item),
-                None => tokio::time::timeout(wait, stream.next()).await,
+            let item = match carried.take() {
+                Some(item) => *item,
+                None => match tokio::time::timeout(wait, stream.next()).await {
+                    Ok(item) => item,
+                    Err(_) => return Box::pin(self.fail(RunError::timeout(key, wait))).await,
+                },
             };
-            match next {
-                Err(_) => return self.fail(RunError::timeout(key, wait)).await,
-                Ok(Some(Ok(event))) => {
-                    // The events the upstream already delivered are projected together and
-                    // handed on as one batch (one channel send, one write): nothing waits
-                    // for more than is ready, and a batch is at most `MAX_BATCH_EVENTS`.
-                    let mut batch = Vec::new();
-                    let mut event = event;
-                    let (mut drained, mut text_bytes) = (0, 0);
-                    loop {
-                        if let Err(limit) = self.count_event() {
-                            self.emit(batch).await?;
-                            return self.fail(limit).await;
-                        }
-                        let before = batch.len();
-                        self.project(&event, &mut batch);
-                        drained += 1;
-                        let text = batch[before..]
-                            .iter()
-                            .map(text_bytes_of)
-                            .sum::<Option<usize>>();
-                        text_bytes += text.unwrap_or(usize::MAX / 2);
-                        if self.projector.is_finished()
-                            || drained == MAX_BATCH_EVENTS
-                            || text_bytes > MAX_BATCH_TEXT_BYTES
-                        {
-                            break;
-                        }
-                        let mut ready = stream.next().now_or_never();
-                        if ready.is_none() {
-                            // One scheduler turn for the upstream connection to decode the
-                            // next event it already read (through reqwest, hyper hands a
-                            // body on one chunk at a time from its own task; the direct
-                            // reader needs none); a quiet stream loses only that turn.
-                            tokio::task::yield_now().await;
-                            ready = stream.next().now_or_never();
-                        }
-                        match ready {
-                            Some(Some(Ok(next))) => event = next,
-                            Some(item) => {
-                                carried = Some(item);
-                                break;
-                            }
-                            None => break,
-                        }
-                    }
-                    self.emit(batch).await?;
-                    if self.projector.is_finished() {
-                        return Ok(());
-                    }
-                }
-                Ok(Some(Err(ClientError::Unavailable(reason)))) => {
-                    tracing::warn!(%reason, "upstream stream broke");
-                    return Box::pin(self.recover(upstream)).await;
-                }
-                Ok(Some(Err(e))) => return self.fail_with(&e).await,
-                Ok(None) => return self.end_of_stream(upstream).await,
+            // The item's work is boxed: this loop's future lives as long as the stream, so
+            // it holds only what waiting for the next event needs (memory per open stream,
+            // docs/performance.md); a batch costs one allocation.
+            match Box::pin(self.handle(item, &mut stream, upstream)).await? {
+                Batch::Finished => return Ok(()),
+                Batch::Ended(item) => carried = Some(item),
+                Batch::Open => {}
             }
         }
+    }
+
+    /// What the stream delivered: an event (projected with what follows it, [`Self::batch`]),
+    /// a broken stream (recovered), an error or the end of the stream (both end the run).
+    async fn handle(
+        &mut self,
+        item: Option<Result<StreamEvent, ClientError>>,
+        stream: &mut EventStream,
+        upstream: &Resolved,
+    ) -> Result<Batch, Disconnected> {
+        match item {
+            Some(Ok(event)) => return self.batch(event, stream).await,
+            Some(Err(ClientError::Unavailable(reason))) => {
+                tracing::warn!(%reason, "upstream stream broke");
+                Box::pin(self.recover(upstream)).await?;
+            }
+            Some(Err(e)) => self.fail_with(&e).await?,
+            None => self.end_of_stream(upstream).await?,
+        }
+        Ok(Batch::Finished)
+    }
+
+    /// Projects `event` and the events the upstream already delivered after it as one batch
+    /// (one channel send, one write): nothing waits for more than is ready, and a batch is
+    /// at most `MAX_BATCH_EVENTS` events and `MAX_BATCH_TEXT_BYTES` of text.
+    async fn batch(
+        &mut self,
+        mut event: StreamEvent,
+        stream: &mut EventStream,
+    ) -> Result<Batch, Disconnected> {
+        let mut batch = Vec::new();
+        let (mut drained, mut text_bytes) = (0, 0);
+        let mut ended = None;
+        loop {
+            if let Err(limit) = self.count_event() {
+                self.emit(batch).await?;
+                self.fail(limit).await?;
+                return Ok(Batch::Finished);
+            }
+            let before = batch.len();
+            self.project(&event, &mut batch);
+            drained += 1;
+            let text = batch[before..]
+                .iter()
+                .map(text_bytes_of)
+                .sum::<Option<usize>>();
+            text_bytes += text.unwrap_or(usize::MAX / 2);
+            if self.projector.is_finished()
+                || drained == MAX_BATCH_EVENTS
+                || text_bytes > MAX_BATCH_TEXT_BYTES
+            {
+                break;
+            }
+            let mut ready = stream.next().now_or_never();
+            if ready.is_none() {
+                // One scheduler turn for the upstream connection to decode the next event
+                // it already read (through reqwest, hyper hands a body on one chunk at a
+                // time from its own task; the direct reader needs none); a quiet stream
+                // loses only that turn.
+                tokio::task::yield_now().await;
+                ready = stream.next().now_or_never();
+            }
+            match ready {
+                Some(Some(Ok(next))) => event = next,
+                Some(item) => {
+                    ended = Some(item);
+                    break;
+                }
+                None => break,
+            }
+        }
+        self.emit(batch).await?;
+        Ok(if self.projector.is_finished() {
+            Batch::Finished
+        } else if let Some(item) = ended {
+            Batch::Ended(Box::new(item))
+        } else {
+            Batch::Open
+        })
     }
 
     /// Counts one upstream event against `limits.max_events_per_run`.

@@ -14,27 +14,21 @@
 //! calls always go through reqwest.
 //!
 //! Hostile upstreams (DESIGN §9): connecting is bounded by `timeouts.connect`, the response
-//! head by the caller's head bound (or the first event's); the head is at most
-//! [`MAX_HEAD_BYTES`]; a chunk-size line at most [`MAX_CHUNK_LINE`] bytes; trailers at most
-//! [`MAX_HEAD_BYTES`]; the read buffer grows only while reads fill it, to
-//! [`MAX_READ_BUFFER`]. Chunk sizes are parsed with overflow checks. Nothing the upstream
-//! sends is echoed in errors.
+//! head by the caller's head bound (or the first event's); the head, chunk lines and trailers
+//! within [`crate::http1`]'s bounds; the read buffer grows only while reads fill it, to
+//! [`MAX_READ_BUFFER`]. Nothing the upstream sends is echoed in errors.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-/// The most bytes of a response head (status line and headers).
-pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
-/// The most bytes of a chunk-size line (size and extensions).
-const MAX_CHUNK_LINE: usize = 1024;
+use crate::http1::{decode, head_end, Chunk, Framing, MAX_HEADERS, MAX_HEAD_BYTES};
+
 /// A stream's first read buffer; doubled while reads fill it, up to [`MAX_READ_BUFFER`].
 const FIRST_READ_BUFFER: usize = 4 * 1024;
 const MAX_READ_BUFFER: usize = 256 * 1024;
-/// The most headers a response head may have.
-const MAX_HEADERS: usize = 64;
 
 /// True if the environment configures a proxy reqwest would use for `http://` URLs (then
 /// streams go through reqwest, which honours it).
@@ -95,10 +89,9 @@ async fn read_head(
 ) -> Result<usize, String> {
     let mut searched = 0;
     loop {
-        if let Some(end) = memchr::memmem::find(&buf[searched..], b"\r\n\r\n") {
-            return Ok(searched + end + 4);
+        if let Some(end) = head_end(buf, &mut searched) {
+            return Ok(end);
         }
-        searched = buf.len().saturating_sub(3);
         if buf.len() > MAX_HEAD_BYTES {
             return Err(format!("a response head over {MAX_HEAD_BYTES} bytes"));
         }
@@ -212,47 +205,34 @@ fn request_bytes(request: &reqwest::Request, host: &str) -> Vec<u8> {
 
 /// Reads what the socket has into `buf`, with room for `read_size` more bytes; the size
 /// doubles while reads fill that room (to [`MAX_READ_BUFFER`]) and halves while they use
-/// under a quarter of it (to [`FIRST_READ_BUFFER`]).
+/// under a quarter of it (to [`FIRST_READ_BUFFER`]). Room is made only once the socket is
+/// readable, so a quiet stream holds no buffer while it waits.
 async fn read_more(
     io: &mut TcpStream,
     buf: &mut Vec<u8>,
     read_size: &mut usize,
 ) -> Result<usize, String> {
-    buf.reserve(*read_size);
-    let room = buf.capacity() - buf.len();
-    let n = io
-        .read_buf(buf)
-        .await
-        .map_err(|e| format!("the connection broke: {e}"))?;
+    let broke = |e: std::io::Error| format!("the connection broke: {e}");
+    let (n, room) = loop {
+        io.readable().await.map_err(broke)?;
+        buf.reserve(*read_size);
+        let room = buf.capacity() - buf.len();
+        match io.try_read_buf(buf) {
+            Ok(n) => break (n, room),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if buf.is_empty() {
+                    *buf = Vec::new();
+                }
+            }
+            Err(e) => return Err(broke(e)),
+        }
+    };
     if n == room {
         *read_size = (*read_size * 2).min(MAX_READ_BUFFER);
     } else if n < *read_size / 4 {
         *read_size = (*read_size / 2).max(FIRST_READ_BUFFER);
     }
     Ok(n)
-}
-
-/// How the body ends (RFC 9112 §6.3).
-#[derive(Debug)]
-enum Framing {
-    Chunked(Chunk),
-    Length(u64),
-    Close,
-}
-
-/// Where a chunked body is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Chunk {
-    /// Expecting a chunk-size line.
-    Size,
-    /// Inside a chunk, this many bytes to go.
-    Data(u64),
-    /// After a chunk's data: its CRLF.
-    DataEnd,
-    /// After the last chunk: trailer lines until an empty one.
-    Trailers,
-    /// The body ended.
-    Done,
 }
 
 /// A response body, read from the connection as the reader asks.
@@ -284,10 +264,7 @@ impl Body {
             } else {
                 self.buf.drain(..consumed);
             }
-            self.done = matches!(
-                self.framing,
-                Framing::Length(0) | Framing::Chunked(Chunk::Done)
-            );
+            self.done = self.framing.ended();
             if !out.is_empty() {
                 return Ok(Some(Bytes::from(out)));
             }
@@ -322,140 +299,10 @@ impl Body {
     }
 }
 
-/// Decodes what `input` holds of the body into `out`; returns how many input bytes were
-/// used. Stops where more input is needed.
-fn decode(framing: &mut Framing, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
-    match framing {
-        Framing::Close => {
-            out.extend_from_slice(input);
-            Ok(input.len())
-        }
-        Framing::Length(left) => {
-            let take = input
-                .len()
-                .min(usize::try_from(*left).unwrap_or(usize::MAX));
-            out.extend_from_slice(&input[..take]);
-            *left -= take as u64;
-            Ok(take)
-        }
-        Framing::Chunked(state) => decode_chunked(state, input, out),
-    }
-}
-
-fn decode_chunked(state: &mut Chunk, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
-    let mut at = 0;
-    loop {
-        let rest = &input[at..];
-        match *state {
-            Chunk::Size => {
-                let Some(nl) = memchr::memchr(b'\n', rest) else {
-                    if rest.len() > MAX_CHUNK_LINE {
-                        return Err("a chunk-size line too long".into());
-                    }
-                    return Ok(at);
-                };
-                if nl > MAX_CHUNK_LINE {
-                    return Err("a chunk-size line too long".into());
-                }
-                let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
-                let size = line.split(|b| *b == b';').next().unwrap_or_default();
-                let size = std::str::from_utf8(size)
-                    .ok()
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty() && s.len() <= 16)
-                    .and_then(|s| u64::from_str_radix(s, 16).ok())
-                    .ok_or("a malformed chunk size")?;
-                at += nl + 1;
-                *state = if size == 0 {
-                    Chunk::Trailers
-                } else {
-                    Chunk::Data(size)
-                };
-            }
-            Chunk::Data(left) => {
-                if rest.is_empty() {
-                    return Ok(at);
-                }
-                let take = rest.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                out.extend_from_slice(&rest[..take]);
-                at += take;
-                let left = left - take as u64;
-                *state = if left == 0 {
-                    Chunk::DataEnd
-                } else {
-                    Chunk::Data(left)
-                };
-            }
-            Chunk::DataEnd => {
-                at += match rest {
-                    [] | [b'\r'] => return Ok(at),
-                    [b'\r', b'\n', ..] => 2,
-                    [b'\n', ..] => 1,
-                    _ => return Err("a chunk not followed by CRLF".into()),
-                };
-                *state = Chunk::Size;
-            }
-            Chunk::Done => return Ok(at),
-            Chunk::Trailers => {
-                // Trailer lines are read and dropped; the empty line ends the body.
-                let Some(nl) = memchr::memchr(b'\n', rest) else {
-                    return Ok(at);
-                };
-                let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
-                at += nl + 1;
-                if line.is_empty() {
-                    *state = Chunk::Done;
-                    return Ok(at);
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The payload of a chunked `body` fed in pieces of `step` bytes.
-    fn dechunk(body: &[u8], step: usize) -> Result<(Vec<u8>, bool), String> {
-        let mut framing = Framing::Chunked(Chunk::Size);
-        let mut pending = Vec::new();
-        let mut payload = Vec::new();
-        let mut ended = false;
-        for piece in body.chunks(step) {
-            pending.extend_from_slice(piece);
-            let mut out = Vec::new();
-            let used = decode(&mut framing, &pending, &mut out)?;
-            pending.drain(..used);
-            ended = matches!(framing, Framing::Chunked(Chunk::Done));
-            payload.extend_from_slice(&out);
-        }
-        Ok((payload, ended))
-    }
-
-    #[test]
-    fn chunked_bodies_decode_however_they_are_split() {
-        let body = b"6\r\ndata: \r\n5;ext=1\r\nhello\r\n2\r\n\n\n\r\n0\r\nx-trailer: 1\r\n\r\n";
-        for step in 1..body.len() {
-            let (payload, ended) = dechunk(body, step).unwrap();
-            assert_eq!(payload, b"data: hello\n\n", "step {step}");
-            assert!(ended, "step {step}");
-        }
-    }
-
-    #[test]
-    fn hostile_chunk_framing_is_refused() {
-        for bad in [
-            &b"zz\r\nab\r\n"[..],
-            b"FFFFFFFFFFFFFFFFF\r\n",
-            b"3\r\nabcX",
-            b"\r\n",
-        ] {
-            assert!(dechunk(bad, bad.len()).is_err(), "{bad:?}");
-        }
-        let long = vec![b'1'; MAX_CHUNK_LINE + 2];
-        assert!(dechunk(&long, long.len()).is_err());
-    }
+    use tokio::io::AsyncReadExt;
 
     /// A one-shot server on 127.0.0.1 answering any request with `reply`, in pieces.
     async fn serve_once(reply: Vec<Vec<u8>>) -> String {
@@ -543,19 +390,5 @@ mod tests {
         .await;
         let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
         assert_eq!(resp.body.read_to_end(10).await.unwrap(), None);
-    }
-
-    #[test]
-    fn a_length_ends_the_body_and_close_takes_all() {
-        let mut framing = Framing::Length(4);
-        let mut out = Vec::new();
-        assert_eq!(decode(&mut framing, b"abcdef", &mut out).unwrap(), 4);
-        assert_eq!(
-            (out.as_slice(), matches!(framing, Framing::Length(0))),
-            (&b"abcd"[..], true)
-        );
-        let mut out = Vec::new();
-        assert_eq!(decode(&mut Framing::Close, b"xyz", &mut out).unwrap(), 3);
-        assert_eq!(out, b"xyz");
     }
 }

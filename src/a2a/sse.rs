@@ -105,6 +105,12 @@ impl Parser {
                 if rest.len() + self.data_len() > self.limit {
                     return Err(SseError::TooLarge { limit: self.limit });
                 }
+                if rest.is_empty() && self.in_buf.is_none() {
+                    // All parsed: the buffer goes now, not at the next chunk, so a quiet
+                    // stream holds none while it waits (memory per open stream).
+                    self.buf = Vec::new();
+                    self.pos = 0;
+                }
                 return Ok(None);
             };
             let line_start = self.pos;

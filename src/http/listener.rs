@@ -1,11 +1,10 @@
-//! The accept loop: HTTP/1.1 connections with the client-side limits of DESIGN §9.
+//! The accept loop: HTTP/1.1 connections with the client-side limits of DESIGN §9, each
+//! served by [`super::server`] in a task of its own.
 //!
-//! `axum::serve` has no header-read timeout, no connection cap and no write timeout, so
-//! connections are served here with hyper directly:
 //! - at most `limits.max_connections` at once: a connection beyond it is closed as soon
 //!   as it is accepted (it never waits in memory);
-//! - `timeouts.header_read` bounds the request head, and also an idle keep-alive
-//!   connection (hyper starts the same timer while it waits for the next request head);
+//! - `timeouts.header_read` bounds each request head, and also an idle keep-alive
+//!   connection (the same timer runs while it waits for the next request head);
 //! - `timeouts.client_write`: a write the client does not accept for that long fails the
 //!   connection, which drops the response body and with it the run (its slot and buffers
 //!   are freed, its upstream request aborted);
@@ -18,17 +17,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio_io_timeout::TimeoutStream;
+use tokio::sync::{watch, Semaphore};
 
 /// How often refusals at the connection cap are logged, at most.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
-/// What the accept loop enforces.
+/// What the accept loop and its connections enforce.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnectionLimits {
     pub max_connections: usize,
@@ -37,7 +32,8 @@ pub(crate) struct ConnectionLimits {
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and
-/// returns a future that resolves once every open connection has closed.
+/// returns a future that resolves once every open connection has closed (idle ones close
+/// at once, the others after the response they are writing).
 pub(crate) async fn serve(
     listener: TcpListener,
     router: axum::Router,
@@ -45,11 +41,7 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> impl Future<Output = ()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let graceful = GracefulShutdown::new();
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read)
-        .keep_alive(true);
+    let (closing, closing_seen) = watch::channel(false);
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
     let mut last_warning: Option<std::time::Instant> = None;
@@ -78,25 +70,22 @@ pub(crate) async fn serve(
             continue;
         };
         let _ = tcp.set_nodelay(true);
-        let mut io = TimeoutStream::new(tcp);
-        io.set_write_timeout(Some(limits.client_write));
-        // Handlers learn the client's address (anonymous callers' rate-limit bucket).
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+        // Spawned as it is: a wrapping `async` block would hold the connection's future twice.
+        tokio::spawn(super::server::serve_connection(
+            tcp,
+            peer,
             router.clone(),
-            move |mut req: axum::http::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(super::ClientAddr(peer));
-                req
-            },
+            limits,
+            closing_seen.clone(),
+            slot,
         ));
-        let conn = http.serve_connection(TokioIo::new(Box::pin(io)), service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended");
-            }
-            drop(slot);
-        });
     }
     drop(listener);
-    async move { graceful.shutdown().await }
+    let _ = closing.send(true);
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    async move {
+        // Every slot back: every connection closed.
+        let _ = slots.acquire_many(all).await;
+        drop(closing);
+    }
 }
