@@ -12,8 +12,9 @@
 //!   BENCH_CHUNK_EVENTS (5,000) events and BENCH_CHUNK_ROUNDS (3) rounds for each.
 //! - BENCH_PACED_EVENTS, BENCH_PACED_RATE: the paced load for latency (6,000 at 2,000/s).
 //! - BENCH_IDLE_STREAMS (1,000) open `idle 120` streams; BENCH_TICKING_STREAMS (500) open
-//!   `slow 1200` streams (a tick every 100 ms). The gateway admits 1,024 concurrent runs by
-//!   default (`limits.max_concurrent_runs`), so stay below that.
+//!   `slow 1200` streams (a tick every 100 ms). The benchmark's gateway admits 20,000
+//!   concurrent runs and connections; each open stream takes two of the gateway's file
+//!   descriptors (`ulimit -n`) and one of the reader's and the agent's.
 //! - BENCH_GATEWAY_WORKERS: the gateway's tokio worker threads (default: one per core).
 //!
 //! The demo agent runs in a process of its own (the release binary with `--demo`), the
@@ -77,9 +78,9 @@ fn free_port() -> u16 {
 }
 
 /// The gateway's config for the benchmark: the loads stream more text per run (`bench 5000
-/// 16384` is 80 MiB) than the default `limits.max_text_bytes_per_run` allows.
-const BENCH_CONFIG: &str =
-    "limits:\n  max_text_bytes_per_run: 1073741824\n  max_events_per_run: 10000000\n";
+/// 16384` is 80 MiB) than the default `limits.max_text_bytes_per_run` allows, and the open
+/// stream counts may go beyond the default `max_concurrent_runs` / `max_connections`.
+const BENCH_CONFIG: &str = "limits:\n  max_text_bytes_per_run: 1073741824\n  max_events_per_run: 10000000\n  max_concurrent_runs: 20000\n  max_connections: 20000\n";
 
 async fn start_gateway(demo_url: &str) -> Gateway {
     let port = free_port();
