@@ -15,14 +15,77 @@ pub(crate) const MAX_HEADERS: usize = 100;
 /// The most bytes of a chunk-size line (size and extensions).
 const MAX_CHUNK_LINE: usize = 1024;
 
-/// Where the end of a head is in `buf`, searching from `searched` (the caller keeps it, so
-/// a head trickling in a byte at a time is searched once): the head's length.
-pub(crate) fn head_end(buf: &[u8], searched: &mut usize) -> Option<usize> {
-    if let Some(end) = memchr::memmem::find(&buf[*searched..], b"\r\n\r\n") {
-        return Some(*searched + end + 4);
-    }
+/// A head longer than [`MAX_HEAD_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeadTooLarge;
+
+/// The length of the head at the start of `buf` once it is whole, searching from `searched`
+/// (the caller keeps it, so a head trickling in a byte at a time is searched once).
+/// [`HeadTooLarge`] once the head, whole or not, is over [`MAX_HEAD_BYTES`].
+pub(crate) fn find_head(buf: &[u8], searched: &mut usize) -> Result<Option<usize>, HeadTooLarge> {
+    let end = memchr::memmem::find(&buf[*searched..], b"\r\n\r\n").map(|end| *searched + end + 4);
     *searched = buf.len().saturating_sub(3);
-    None
+    match end {
+        Some(len) if len <= MAX_HEAD_BYTES => Ok(Some(len)),
+        None if buf.len() <= MAX_HEAD_BYTES => Ok(None),
+        _ => Err(HeadTooLarge),
+    }
+}
+
+/// The comma-separated tokens of a header's values, trimmed and lower-cased (RFC 9110
+/// §5.6.1; `Connection`, `Transfer-Encoding`).
+pub(crate) fn tokens<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Vec<String> {
+    values
+        .into_iter()
+        .flat_map(|v| v.split(|b| *b == b','))
+        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// True if `codings` (a `Transfer-Encoding`'s [`tokens`]) end in chunked (RFC 9112 §6.3).
+pub(crate) fn ends_in_chunked(codings: &[String]) -> bool {
+    codings.last().is_some_and(|c| c == "chunked")
+}
+
+/// The length a message's `Content-Length` values give (RFC 9110 §8.6, RFC 9112 §6.3):
+/// every value and list member the same decimal number; `None` without any.
+pub(crate) fn content_length<'a>(
+    values: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Option<u64>, &'static str> {
+    let mut length: Option<u64> = None;
+    for member in values.into_iter().flat_map(|v| v.split(|b| *b == b',')) {
+        let member = member.trim_ascii();
+        let digits =
+            !member.is_empty() && member.len() <= 19 && member.iter().all(u8::is_ascii_digit);
+        let parsed = digits
+            .then(|| std::str::from_utf8(member).ok()?.parse::<u64>().ok())
+            .flatten()
+            .ok_or("a Content-Length that is not a number")?;
+        if length.is_some_and(|l| l != parsed) {
+            return Err("Content-Length values that differ");
+        }
+        length = Some(parsed);
+    }
+    Ok(length)
+}
+
+/// Appends the header line `name: value`.
+pub(crate) fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Drops the first `used` bytes of a receive buffer; an emptied buffer goes back to the
+/// allocator (a quiet connection holds none: memory per open stream).
+pub(crate) fn consume(buf: &mut Vec<u8>, used: usize) {
+    if used == buf.len() {
+        *buf = Vec::new();
+    } else {
+        buf.drain(..used);
+    }
 }
 
 /// How the body ends (RFC 9112 §6.3).
@@ -207,5 +270,39 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(decode(&mut Framing::Close, b"xyz", &mut out).unwrap(), 3);
         assert_eq!(out, b"xyz");
+    }
+
+    #[test]
+    fn a_head_is_found_once_whole_and_refused_once_too_large() {
+        let mut searched = 0;
+        assert_eq!(
+            find_head(b"GET / HTTP/1.1\r\nx: y\r", &mut searched),
+            Ok(None)
+        );
+        let head = b"GET / HTTP/1.1\r\nx: y\r\n\r\nbody";
+        assert_eq!(find_head(head, &mut searched), Ok(Some(head.len() - 4)));
+        // Over the bound whether or not its end has come (one read can bring it whole).
+        let long = [
+            &b"GET / HTTP/1.1\r\nx: "[..],
+            &vec![b'a'; MAX_HEAD_BYTES],
+            b"\r\n\r\n",
+        ]
+        .concat();
+        assert_eq!(find_head(&long, &mut 0), Err(HeadTooLarge));
+        assert_eq!(
+            find_head(&long[..long.len() - 4], &mut 0),
+            Err(HeadTooLarge)
+        );
+    }
+
+    #[test]
+    fn content_lengths_must_agree_and_be_digits() {
+        assert_eq!(content_length([&b"5"[..], b"5, 5"]), Ok(Some(5)));
+        assert_eq!(content_length(std::iter::empty()), Ok(None));
+        for bad in [&b"+5"[..], b"5, 6", b"", b"0x5", b"99999999999999999999"] {
+            assert!(content_length([bad]).is_err(), "{bad:?}");
+        }
+        assert!(ends_in_chunked(&tokens([&b"gzip, Chunked "[..]])));
+        assert!(!ends_in_chunked(&tokens([&b"chunked, gzip"[..]])));
     }
 }

@@ -193,24 +193,29 @@ impl Client {
         params: serde_json::Value,
         call: Call,
     ) -> Result<reqwest::Response, ClientError> {
-        let (headers, span) = self.call_trace(method);
-        let result = self.send_post(method, params, call, headers).await;
-        if let Some(span) = span {
-            span.end(result.is_ok());
-        }
-        result
+        self.call_traced(method, |headers| {
+            self.send_post(method, params, call, headers)
+        })
+        .await
     }
 
-    /// DESIGN §10: a span per upstream call, its context sent upstream as `traceparent`
-    /// (the headers to send); nothing when traces are off.
-    fn call_trace(&self, method: &'static str) -> (HeaderMap, Option<crate::telemetry::CallTrace>) {
-        match &self.trace {
-            Some(trace) => {
-                let (headers, span) = trace.call(method);
-                (headers, Some(span))
-            }
-            None => (HeaderMap::new(), None),
-        }
+    /// DESIGN §10: a span per upstream call around `send(headers)`, its context sent upstream
+    /// as `traceparent` in `headers` (none when traces are off).
+    async fn call_traced<T, F>(
+        &self,
+        method: &'static str,
+        send: impl FnOnce(HeaderMap) -> F,
+    ) -> Result<T, ClientError>
+    where
+        F: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let Some(trace) = &self.trace else {
+            return send(HeaderMap::new()).await;
+        };
+        let (headers, span) = trace.call(method);
+        let result = send(headers).await;
+        span.end(result.is_ok());
+        result
     }
 
     async fn send_post(
@@ -561,14 +566,9 @@ impl Client {
         head_timeout: Option<Duration>,
         connect_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
-        let (headers, span) = self.call_trace(method);
-        let result = self
-            .send_direct(method, params, head_timeout, connect_timeout, headers)
-            .await;
-        if let Some(span) = span {
-            span.end(result.is_ok());
-        }
-        let mut resp = result?;
+        let send =
+            |headers| self.send_direct(method, params, head_timeout, connect_timeout, headers);
+        let mut resp = self.call_traced(method, send).await?;
         if !is_event_stream(resp.content_type.as_deref()) {
             let limit = self.max_event_bytes;
             let body = match resp.body.read_to_end(limit).await.map_err(stream_broke)? {

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::http1::{decode, head_end, Chunk, Framing, MAX_HEADERS, MAX_HEAD_BYTES};
+use crate::http1::{self, decode, Chunk, Framing, MAX_HEADERS, MAX_HEAD_BYTES};
 
 /// A stream's first read buffer; doubled while reads fill it, up to [`MAX_READ_BUFFER`].
 const FIRST_READ_BUFFER: usize = 4 * 1024;
@@ -73,7 +73,7 @@ pub(crate) async fn send(
         let head_len = read_head(&mut io, &mut buf, &mut read_size).await?;
         // RFC 9110 §15.2: interim responses (103 Early Hints, ...) precede the final one.
         if interim_status(&buf[..head_len]) {
-            buf.drain(..head_len);
+            http1::consume(&mut buf, head_len);
             continue;
         }
         return parse_head(io, buf, head_len, read_size);
@@ -89,11 +89,12 @@ async fn read_head(
 ) -> Result<usize, String> {
     let mut searched = 0;
     loop {
-        if let Some(end) = head_end(buf, &mut searched) {
-            return Ok(end);
-        }
-        if buf.len() > MAX_HEAD_BYTES {
-            return Err(format!("a response head over {MAX_HEAD_BYTES} bytes"));
+        match http1::find_head(buf, &mut searched) {
+            Ok(Some(end)) => return Ok(end),
+            Ok(None) => {}
+            Err(http1::HeadTooLarge) => {
+                return Err(format!("a response head over {MAX_HEAD_BYTES} bytes"))
+            }
         }
         if read_more(io, buf, read_size).await? == 0 {
             return Err("the connection closed before a response head".into());
@@ -123,36 +124,30 @@ fn parse_head(
         _ => return Err("a malformed response head".into()),
     }
     let status = head.code.unwrap_or(0);
-    let header = |name: &str| {
+    let values = |name: &'static str| {
         head.headers
             .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case(name))
-            .filter_map(|h| std::str::from_utf8(h.value).ok())
-            .map(str::trim)
-            .collect::<Vec<_>>()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
     };
-    let content_type = header("content-type").first().map(|v| (*v).to_owned());
+    let content_type = values("content-type")
+        .next()
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .map(|v| v.trim().to_owned());
     // RFC 9112 §6.3: chunked if it is the last transfer coding; any other coding: until the
     // connection closes; else a length, else until the connection closes.
-    let codings = header("transfer-encoding");
-    let chunked = codings
-        .last()
-        .and_then(|v| v.rsplit(',').next())
-        .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
-    let framing = if chunked {
+    let codings = http1::tokens(values("transfer-encoding"));
+    let framing = if http1::ends_in_chunked(&codings) {
         Framing::Chunked(Chunk::Size)
     } else if !codings.is_empty() {
         Framing::Close
     } else {
-        match header("content-length").first() {
-            Some(len) => Framing::Length(
-                len.parse()
-                    .map_err(|_| "a malformed Content-Length".to_owned())?,
-            ),
+        match http1::content_length(values("content-length")).map_err(str::to_owned)? {
+            Some(len) => Framing::Length(len),
             None => Framing::Close,
         }
     };
-    buf.drain(..head_len);
+    http1::consume(&mut buf, head_len);
     Ok(Response {
         status,
         content_type,
@@ -192,13 +187,15 @@ fn request_bytes(request: &reqwest::Request, host: &str) -> Vec<u8> {
         ) {
             continue;
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        http1::push_header(&mut out, name.as_str(), value.as_bytes());
     }
-    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
-    out.extend_from_slice(b"connection: close\r\n\r\n");
+    http1::push_header(
+        &mut out,
+        "content-length",
+        body.len().to_string().as_bytes(),
+    );
+    http1::push_header(&mut out, "connection", b"close");
+    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
     out
 }
@@ -257,13 +254,7 @@ impl Body {
             }
             let mut out = Vec::new();
             let consumed = decode(&mut self.framing, &self.buf, &mut out)?;
-            if consumed == self.buf.len() {
-                // All decoded: the buffer goes back to the allocator, so a quiet stream
-                // holds none between reads (memory per open stream).
-                self.buf = Vec::new();
-            } else {
-                self.buf.drain(..consumed);
-            }
+            http1::consume(&mut self.buf, consumed);
             self.done = self.framing.ended();
             if !out.is_empty() {
                 return Ok(Some(Bytes::from(out)));

@@ -69,15 +69,22 @@ impl Parser {
     pub fn push(&mut self, chunk: &[u8]) {
         // A data line waiting in the consumed part of `buf` moves out before it is reused.
         self.gather_in_buf();
-        if self.pos > 0 && self.pos == self.buf.len() {
-            // All parsed: let the buffer go (a quiet stream holds none between chunks).
-            self.buf = Vec::new();
-            self.pos = 0;
-        } else if self.pos > 64 * 1024 {
+        if !self.let_go_if_parsed() && self.pos > 64 * 1024 {
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
         self.buf.extend_from_slice(chunk);
+    }
+
+    /// Lets the buffer go once all of it is parsed and no data line waits in it, so a quiet
+    /// stream holds none (memory per open stream); true if it did.
+    fn let_go_if_parsed(&mut self) -> bool {
+        let parsed = self.pos == self.buf.len() && self.in_buf.is_none();
+        if parsed {
+            self.buf = Vec::new();
+            self.pos = 0;
+        }
+        parsed
     }
 
     fn gather_in_buf(&mut self) {
@@ -105,12 +112,7 @@ impl Parser {
                 if rest.len() + self.data_len() > self.limit {
                     return Err(SseError::TooLarge { limit: self.limit });
                 }
-                if rest.is_empty() && self.in_buf.is_none() {
-                    // All parsed: the buffer goes now, not at the next chunk, so a quiet
-                    // stream holds none while it waits (memory per open stream).
-                    self.buf = Vec::new();
-                    self.pos = 0;
-                }
+                self.let_go_if_parsed();
                 return Ok(None);
             };
             let line_start = self.pos;

@@ -166,17 +166,6 @@ struct Inbound {
     expects_continue: bool,
 }
 
-impl Inbound {
-    /// Drops the first `used` bytes; an emptied buffer goes back to the allocator.
-    fn consume(&mut self, used: usize) {
-        if used == self.buf.len() {
-            self.buf = Vec::new();
-        } else {
-            self.buf.drain(..used);
-        }
-    }
-}
-
 enum HeadError {
     Io(io::Error),
     Refused(RequestError),
@@ -228,21 +217,20 @@ impl Connection {
                     .take_while(|b| matches!(b, b'\r' | b'\n'))
                     .count();
                 if blank > 0 {
-                    inbound.consume(blank);
+                    http1::consume(&mut inbound.buf, blank);
                     searched = 0;
                 }
-                if let Some(len) = http1::head_end(&inbound.buf, &mut searched) {
-                    if len > http1::MAX_HEAD_BYTES {
+                match http1::find_head(&inbound.buf, &mut searched) {
+                    Ok(Some(len)) => {
+                        let head = parse_head(&inbound.buf[..len]).map_err(HeadError::Refused);
+                        http1::consume(&mut inbound.buf, len);
+                        return Poll::Ready(head.map(Some));
+                    }
+                    Ok(None) => {}
+                    Err(http1::HeadTooLarge) => {
                         let too_large = RequestError::HeadTooLarge(http1::MAX_HEAD_BYTES);
                         return Poll::Ready(Err(HeadError::Refused(too_large)));
                     }
-                    let head = parse_head(&inbound.buf[..len]).map_err(HeadError::Refused);
-                    inbound.consume(len);
-                    return Poll::Ready(head.map(Some));
-                }
-                if inbound.buf.len() > http1::MAX_HEAD_BYTES {
-                    let too_large = RequestError::HeadTooLarge(http1::MAX_HEAD_BYTES);
-                    return Poll::Ready(Err(HeadError::Refused(too_large)));
                 }
                 match ready!(self.poll_fill(&mut inbound, cx)) {
                     Ok(0) if inbound.buf.is_empty() => return Poll::Ready(Ok(None)),
@@ -353,11 +341,10 @@ fn parse_head(bytes: &[u8]) -> Result<Head, RequestError> {
 fn request_framing(headers: &HeaderMap, version: Version) -> Result<Option<Framing>, RequestError> {
     use RequestError::MalformedRequest;
     let codings = header_tokens(headers, &header::TRANSFER_ENCODING);
-    let has_length = headers.contains_key(header::CONTENT_LENGTH);
     if !codings.is_empty() {
         // §6.1: a request with both is the request-smuggling shape; HTTP/1.0 has no codings;
         // a final coding other than chunked leaves the length unknown (400).
-        if has_length {
+        if headers.contains_key(header::CONTENT_LENGTH) {
             return Err(MalformedRequest(
                 "both Transfer-Encoding and Content-Length",
             ));
@@ -365,7 +352,7 @@ fn request_framing(headers: &HeaderMap, version: Version) -> Result<Option<Frami
         if version != Version::HTTP_11 {
             return Err(MalformedRequest("Transfer-Encoding in an HTTP/1.0 request"));
         }
-        if codings.last().map(String::as_str) != Some("chunked") {
+        if !http1::ends_in_chunked(&codings) {
             return Err(MalformedRequest(
                 "a Transfer-Encoding that does not end in chunked",
             ));
@@ -375,37 +362,19 @@ fn request_framing(headers: &HeaderMap, version: Version) -> Result<Option<Frami
         }
         return Ok(Some(Framing::Chunked(Chunk::Size)));
     }
-    // §6.3: every Content-Length value (and list member) the same decimal number.
-    let mut length: Option<u64> = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        for member in value.as_bytes().split(|b| *b == b',') {
-            let member = member.trim_ascii();
-            let parsed =
-                (!member.is_empty() && member.len() <= 19 && member.iter().all(u8::is_ascii_digit))
-                    .then(|| std::str::from_utf8(member).ok()?.parse::<u64>().ok())
-                    .flatten()
-                    .ok_or(MalformedRequest("a Content-Length that is not a number"))?;
-            if length.is_some_and(|l| l != parsed) {
-                return Err(MalformedRequest("Content-Length values that differ"));
-            }
-            length = Some(parsed);
-        }
-    }
-    Ok(match length {
-        None | Some(0) => None,
-        Some(n) => Some(Framing::Length(n)),
-    })
+    let values = headers.get_all(header::CONTENT_LENGTH).into_iter();
+    Ok(
+        match http1::content_length(values.map(HeaderValue::as_bytes)) {
+            Err(why) => return Err(MalformedRequest(why)),
+            Ok(None | Some(0)) => None,
+            Ok(Some(n)) => Some(Framing::Length(n)),
+        },
+    )
 }
 
-/// The comma-separated tokens of every `name` header, trimmed and lower-cased.
+/// The comma-separated tokens of every `name` header ([`http1::tokens`]).
 fn header_tokens(headers: &HeaderMap, name: &HeaderName) -> Vec<String> {
-    headers
-        .get_all(name)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-        .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
-        .filter(|t| !t.is_empty())
-        .collect()
+    http1::tokens(headers.get_all(name).into_iter().map(HeaderValue::as_bytes))
 }
 
 impl Head {
@@ -484,7 +453,7 @@ impl http_body::Body for RequestBody {
             if framing.ended() {
                 inbound.body = None;
             }
-            inbound.consume(used);
+            http1::consume(&mut inbound.buf, used);
             if !payload.is_empty() {
                 return Poll::Ready(Some(Ok(Frame::data(Bytes::from(payload)))));
             }
@@ -566,19 +535,21 @@ fn write_response<'a>(
             || name == header::CONNECTION
             || (name == header::CONTENT_LENGTH && !is_head);
         if !framing_header {
-            push_header(&mut out, name.as_str(), value.as_bytes());
+            http1::push_header(&mut out, name.as_str(), value.as_bytes());
         }
     }
     let date = httpdate::fmt_http_date(std::time::SystemTime::now());
-    push_header(&mut out, "date", date.as_bytes());
+    http1::push_header(&mut out, "date", date.as_bytes());
     match (framing, length) {
-        (Out::Length, Some(n)) => push_header(&mut out, "content-length", n.to_string().as_bytes()),
-        (Out::Chunked, _) => push_header(&mut out, "transfer-encoding", b"chunked"),
+        (Out::Length, Some(n)) => {
+            http1::push_header(&mut out, "content-length", n.to_string().as_bytes())
+        }
+        (Out::Chunked, _) => http1::push_header(&mut out, "transfer-encoding", b"chunked"),
         _ => {}
     }
     if !*keep_alive || framing == Out::UntilClose {
         *keep_alive = false;
-        push_header(&mut out, "connection", b"close");
+        http1::push_header(&mut out, "connection", b"close");
     }
     out.extend_from_slice(b"\r\n");
     write_body(conn, out, body, framing, limits.client_write)
@@ -645,13 +616,6 @@ enum Next {
     Write,
     End,
     Failed(String),
-}
-
-fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Appends a body's `data` framed as `framing` says.
