@@ -163,6 +163,7 @@ impl App {
         let timeouts = self.settings.timeouts;
         let limits = ConnectionLimits {
             max_connections: self.settings.limits.max_connections,
+            max_body_bytes: self.settings.limits.max_body_bytes,
             header_read: timeouts.header_read,
             client_write: timeouts.client_write,
         };

@@ -32,6 +32,10 @@ use crate::run::{self, RunRequest};
 
 pub(crate) mod console;
 pub(crate) mod copilotkit;
+#[cfg(test)]
+mod differential_tests;
+#[cfg(test)]
+mod fuzz_tests;
 pub(crate) mod listener;
 pub(crate) mod ratelimit;
 pub(crate) mod server;
@@ -200,13 +204,19 @@ pub(crate) fn is_json(req: &Request) -> bool {
         })
 }
 
-/// A body over the limit is a 413; one that could not be read at all (the client went away
+/// A body over the limit is a 413; one whose framing breaks RFC 9112 a 400
+/// `malformed_request`; one that could not be read at all (the client went away
 /// mid-upload) a 400.
-fn body_error(e: &axum::Error, limit: usize) -> RequestError {
+pub(super) fn body_error(e: &axum::Error, limit: usize) -> RequestError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
         if err.is::<http_body_util::LengthLimitError>() {
             return RequestError::BodyTooLarge(limit);
+        }
+        match err.downcast_ref::<server::BodyError>() {
+            Some(server::BodyError::Framing(why)) => return RequestError::MalformedRequest(why.0),
+            Some(server::BodyError::TooLarge) => return RequestError::BodyTooLarge(limit),
+            _ => {}
         }
         source = err.source();
     }

@@ -880,7 +880,7 @@ impl Run {
             Some(Ok(event)) => return self.batch(event, stream).await,
             Some(Err(ClientError::Unavailable(reason))) => {
                 tracing::warn!(%reason, "upstream stream broke");
-                Box::pin(self.recover(upstream)).await?;
+                Box::pin(self.recover(upstream, Some(reason))).await?;
             }
             Some(Err(e)) => self.fail_with(&e).await?,
             None => self.end_of_stream(upstream).await?,
@@ -962,18 +962,27 @@ impl Run {
     async fn end_of_stream(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {
         match self.projector.end_of_stream() {
             Some(events) => self.sink.emit(events).await,
-            None => Box::pin(self.recover(upstream)).await,
+            None => Box::pin(self.recover(upstream, None)).await,
         }
     }
 
-    /// DESIGN §9: the stream ended with the task unfinished. Resubscribe (bounded, with
-    /// backoff), or read the task if it finished meanwhile.
-    async fn recover(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {
+    /// DESIGN §9: the stream ended (or broke, for `reason`) with the task unfinished.
+    /// Resubscribe (bounded, with backoff), or read the task if it finished meanwhile. A run
+    /// that fails names why the stream ended (a framing error, a reset), not only that it did.
+    async fn recover(
+        &mut self,
+        upstream: &Resolved,
+        reason: Option<String>,
+    ) -> Result<(), Disconnected> {
+        let ended = match &reason {
+            Some(reason) => format!("the upstream stream broke ({reason})"),
+            None => "the upstream stream ended".to_owned(),
+        };
         let Some(task_id) = self.projector.task_id().map(str::to_owned) else {
-            let msg = "the upstream stream ended before any task or reply".to_owned();
+            let msg = format!("{ended} before any task or reply");
             return self.fail(RunError::UpstreamStreamEnded(msg)).await;
         };
-        let mut last_error = String::from("the upstream stream ended before the task finished");
+        let mut last_error = format!("{ended} before the task finished");
         for attempt in 0..RECOVERY_ATTEMPTS {
             tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
             if !upstream.streaming {

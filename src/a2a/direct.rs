@@ -14,9 +14,13 @@
 //! calls always go through reqwest.
 //!
 //! Hostile upstreams (DESIGN §9): connecting is bounded by `timeouts.connect`, the response
-//! head by the caller's head bound (or the first event's); the head, chunk lines and trailers
-//! within [`crate::http1`]'s bounds; the read buffer grows only while reads fill it, to
-//! [`MAX_READ_BUFFER`]. Nothing the upstream sends is echoed in errors.
+//! head by the caller's head bound (or the first event's); the head, chunk lines, extensions
+//! and trailers within [`crate::http1`]'s bounds and grammar (the same request boundary and
+//! chunked rules as the inbound server: a head with a bare LF is refused, not read with
+//! another boundary); the read buffer grows only while reads fill it, to
+//! [`MAX_READ_BUFFER`]. A framing error ends the body after what was decoded before it is
+//! handed on, and names itself ("a malformed chunked body: ..."). Nothing the upstream sends
+//! is echoed in errors.
 
 use std::time::Duration;
 
@@ -24,7 +28,7 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::http1::{self, decode, Chunk, Framing, MAX_HEADERS, MAX_HEAD_BYTES};
+use crate::http1::{self, decode, Framing, MAX_HEADERS, MAX_HEAD_BYTES};
 
 /// A stream's first read buffer; doubled while reads fill it, up to [`MAX_READ_BUFFER`].
 const FIRST_READ_BUFFER: usize = 4 * 1024;
@@ -117,6 +121,8 @@ fn parse_head(
     head_len: usize,
     read_size: usize,
 ) -> Result<Response, String> {
+    let malformed = |e: http1::FramingError| format!("a malformed response head: {e}");
+    http1::check_line_endings(&buf[..head_len]).map_err(malformed)?;
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut head = httparse::Response::new(&mut headers);
     match head.parse(&buf[..head_len]) {
@@ -135,14 +141,15 @@ fn parse_head(
         .and_then(|v| std::str::from_utf8(v).ok())
         .map(|v| v.trim().to_owned());
     // RFC 9112 §6.3: chunked if it is the last transfer coding; any other coding: until the
-    // connection closes; else a length, else until the connection closes.
-    let codings = http1::tokens(values("transfer-encoding"));
+    // connection closes; else a length, else until the connection closes. The lists as
+    // strict as the inbound server's.
+    let codings = http1::transfer_codings(values("transfer-encoding")).map_err(malformed)?;
     let framing = if http1::ends_in_chunked(&codings) {
-        Framing::Chunked(Chunk::Size)
+        Framing::chunked()
     } else if !codings.is_empty() {
         Framing::Close
     } else {
-        match http1::content_length(values("content-length")).map_err(str::to_owned)? {
+        match http1::content_length(values("content-length")).map_err(malformed)? {
             Some(len) => Framing::Length(len),
             None => Framing::Close,
         }
@@ -157,6 +164,7 @@ fn parse_head(
             read_size,
             framing,
             done: false,
+            failed: None,
         },
     })
 }
@@ -242,6 +250,8 @@ pub(crate) struct Body {
     read_size: usize,
     framing: Framing,
     done: bool,
+    /// A framing error found after payload that is handed on first.
+    failed: Option<http1::FramingError>,
 }
 
 impl Body {
@@ -249,21 +259,31 @@ impl Body {
     /// or `None` at the end of the body.
     pub(crate) async fn next_bytes(&mut self) -> Result<Option<Bytes>, String> {
         loop {
+            if let Some(e) = self.failed.take() {
+                self.done = true;
+                return Err(format!("a malformed chunked body: {e}"));
+            }
             if self.done {
                 return Ok(None);
             }
             let mut out = Vec::new();
-            let consumed = decode(&mut self.framing, &self.buf, &mut out)?;
-            http1::consume(&mut self.buf, consumed);
-            self.done = self.framing.ended();
+            match decode(&mut self.framing, &self.buf, &mut out) {
+                Ok(consumed) => http1::consume(&mut self.buf, consumed),
+                Err(e) => {
+                    // What came before the error is still the upstream's: handed on first.
+                    self.buf = Vec::new();
+                    self.failed = Some(e);
+                    if out.is_empty() {
+                        continue;
+                    }
+                }
+            }
+            self.done = self.failed.is_none() && self.framing.ended();
             if !out.is_empty() {
                 return Ok(Some(Bytes::from(out)));
             }
             if self.done {
                 return Ok(None);
-            }
-            if self.buf.len() > MAX_HEAD_BYTES {
-                return Err("a chunk header or trailer too long".into());
             }
             if read_more(&mut self.io, &mut self.buf, &mut self.read_size).await? == 0 {
                 return match self.framing {
@@ -343,6 +363,59 @@ mod tests {
         let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
         assert_eq!(resp.status, 200);
         assert_eq!(resp.body.read_to_end(10).await.unwrap().unwrap(), b"ok");
+    }
+
+    /// One request boundary upstream too (issue 18): a head ended by a bare LF is refused
+    /// (it used to lose the first event), and a framing error hands on what came before it
+    /// and then names itself.
+    #[tokio::test]
+    async fn bare_lf_heads_are_refused_and_framing_errors_come_after_their_payload() {
+        let url = serve_once(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\n\ndata: first\n\n".to_vec(),
+        ])
+        .await;
+        let err = send(&request(&url), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(err.contains("bare LF"), "{err}");
+
+        for head in [
+            &b"Transfer-Encoding: chunked,"[..],
+            b"Content-Length: 5, 5",
+            b"Content-Length: 5\r\nContent-Length: 5",
+        ] {
+            let reply = [&b"HTTP/1.1 200 OK\r\n"[..], head, b"\r\n\r\nhello"].concat();
+            let url = serve_once(vec![reply]).await;
+            let err = send(&request(&url), Duration::from_secs(5))
+                .await
+                .unwrap_err();
+            assert!(err.contains("malformed response head"), "{err}");
+        }
+
+        let url = serve_once(vec![
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\ndata: a\n\n\r\n9\ndata: b\n\n\r\n".to_vec(),
+        ])
+        .await;
+        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let first = resp.body.next_bytes().await.unwrap().unwrap();
+        assert_eq!(&first[..], b"data: a\n\n");
+        let err = resp.body.next_bytes().await.unwrap_err();
+        assert!(
+            err.contains("malformed chunked body") && err.contains("bare LF"),
+            "{err}"
+        );
+        assert_eq!(resp.body.next_bytes().await, Ok(None));
+
+        // A trailer flood is cut at the trailers' bound, not by the idle timeout.
+        let flood = [
+            &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"[..],
+            &b"x-flood: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n".repeat(400),
+        ]
+        .concat();
+        let url = serve_once(vec![flood]).await;
+        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let err = resp.body.read_to_end(1024).await.unwrap_err();
+        assert!(err.contains("trailers over their bound"), "{err}");
     }
 
     #[tokio::test]

@@ -27,6 +27,9 @@ const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnectionLimits {
     pub max_connections: usize,
+    /// `limits.max_body_bytes`: a request body's trailers count towards it (the handler
+    /// bounds the payload).
+    pub max_body_bytes: usize,
     pub header_read: Duration,
     pub client_write: Duration,
 }

@@ -7,21 +7,27 @@
 //! they wait to be parsed and a response's bytes only until they are written, so an open,
 //! quiet stream holds no buffer at all. Framing rules are [`crate::http1`]'s.
 //!
-//! Rules (RFC 9112; DESIGN §9 for the limits):
-//! - a head is parsed by `httparse` within [`http1::MAX_HEAD_BYTES`] and
-//!   [`http1::MAX_HEADERS`]; a head that does not parse gets `400 malformed_request`, one too
-//!   large `431 request_head_too_large`, one that stalls `408 head_timeout` (an idle
-//!   keep-alive connection is just closed), each followed by the connection's close;
+//! Rules (RFC 9112; DESIGN §9 for the limits; the framing rules and the one request
+//! boundary are [`crate::http1`]'s, docs/security.md "HTTP/1.1 framing"):
+//! - a head ends where `httparse` ends it and is parsed within [`http1::MAX_HEAD_BYTES`] and
+//!   [`http1::MAX_HEADERS`]; a head that does not parse or has a line not ended by CRLF gets
+//!   `400 malformed_request`, one too large `431 request_head_too_large`, one that stalls
+//!   `408 head_timeout` (an idle keep-alive connection is just closed), each followed by the
+//!   connection's close; only CRLF empty lines before a request line are skipped;
 //! - a request body is `Transfer-Encoding: chunked` (the only coding accepted: others get
-//!   `501`) or `Content-Length` (one value), else empty. Both headers, or lengths that differ,
-//!   get `400`: the request-smuggling shapes. The body is read as the handler asks, so a
-//!   route that reads it only once it holds a run slot costs nothing before;
-//!   `Expect: 100-continue` is answered at that first read;
+//!   `501`) or `Content-Length` (one header, one number), else empty. Both headers, a list,
+//!   or a coding list that is not a list of tokens get `400`: the request-smuggling shapes.
+//!   The body is read as the handler asks, so a route that reads it only once it holds a run
+//!   slot costs nothing before; `Expect: 100-continue` is answered at that first read; a
+//!   chunked body outside RFC 9112 §7.1 fails the read with [`BodyError::Framing`] (the
+//!   handler answers `400 malformed_request`, the connection closes), and its trailers count
+//!   towards `limits.max_body_bytes` with its payload;
 //! - a response has `Content-Length` when its body's size is known, else chunked framing
 //!   (HTTP/1.0: until the connection closes); none for HEAD, 1xx, 204 and 304;
-//! - keep-alive for HTTP/1.1 unless either side says `Connection: close`; an HTTP/1.0
-//!   connection closes after one response, and so does one whose request body was not read
-//!   to its end (what is left of it cannot be told from a next request);
+//! - keep-alive for HTTP/1.1 unless either side says `Connection: close`, for HTTP/1.0 only
+//!   with `Connection: keep-alive` and a response of known length (RFC 9112 §9.3); a
+//!   connection whose request body was not read to its end closes (what is left of it cannot
+//!   be told from a next request);
 //! - a client that closes its connection while its response is pending or streaming ends
 //!   that response: the handler or body is dropped, which ends a run (cancel on disconnect).
 //!   Bytes a client sends meanwhile (a pipelined request) wait, up to a head's bound;
@@ -49,7 +55,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use super::listener::ConnectionLimits;
 use crate::error::RequestError;
-use crate::http1::{self, Chunk, Framing};
+use crate::http1::{self, Framing};
 
 /// The room a read makes in the receive buffer.
 const READ_SIZE: usize = 4 * 1024;
@@ -70,6 +76,7 @@ pub(crate) async fn serve_connection(
     let conn = Arc::new(Connection {
         tcp,
         inbound: Mutex::new(Inbound::default()),
+        max_body_bytes: limits.max_body_bytes,
     });
     let mut served = 0;
     loop {
@@ -77,13 +84,13 @@ pub(crate) async fn serve_connection(
         // Reading a head and running the handler are boxed: this task's future is then
         // sized by what an open stream needs, not by those steps (memory per open stream).
         let next = next_response(&conn, &router, peer, limits, &mut shutdown, served);
-        let Some((response, is_head, mut keep_alive)) = Box::pin(next).await else {
+        let Some((response, asked, mut keep_alive)) = Box::pin(next).await else {
             return close(conn).await;
         };
         if conn.lock().body.is_some() {
             keep_alive = false;
         }
-        let written = write_response(&conn, response, is_head, &mut keep_alive, limits);
+        let written = write_response(&conn, response, asked, &mut keep_alive, limits);
         if let Err(e) = written.await {
             tracing::debug!(%peer, error = %e, "connection ended");
             return;
@@ -94,8 +101,17 @@ pub(crate) async fn serve_connection(
     }
 }
 
-/// Reads the next request head and runs the router on its request: the response, whether
-/// the request was a HEAD, and whether the connection may stay open. `None` when the
+/// What a response's framing depends on in its request.
+#[derive(Debug, Clone, Copy, Default)]
+struct Asked {
+    /// A HEAD request: no body.
+    head: bool,
+    /// An HTTP/1.0 request: no chunked framing.
+    http10: bool,
+}
+
+/// Reads the next request head and runs the router on its request: the response, what its
+/// request asked of the framing, and whether the connection may stay open. `None` when the
 /// connection is to close: the client closed it or went away, shutdown came while it was
 /// idle, or its head was refused (the refusal is written here).
 async fn next_response(
@@ -105,7 +121,7 @@ async fn next_response(
     limits: ConnectionLimits,
     shutdown: &mut watch::Receiver<bool>,
     number: u64,
-) -> Option<(Response<Body>, bool, bool)> {
+) -> Option<(Response<Body>, Asked, bool)> {
     let head = tokio::select! {
         biased;
         head = tokio::time::timeout(limits.header_read, conn.read_head()) => head,
@@ -114,13 +130,17 @@ async fn next_response(
     };
     let refusal = match head {
         Ok(Ok(Some(head))) => {
-            let (is_head, keep_alive) = (head.method == Method::HEAD, head.keep_alive);
+            let asked = Asked {
+                head: head.method == Method::HEAD,
+                http10: head.version == Version::HTTP_10,
+            };
+            let keep_alive = head.keep_alive;
             let call =
                 tower::ServiceExt::oneshot(router.clone(), head.into_request(conn, number, peer));
             return tokio::select! {
                 biased;
                 response = call => match response {
-                    Ok(response) => Some((response, is_head, keep_alive)),
+                    Ok(response) => Some((response, asked, keep_alive)),
                     Err(never) => match never {},
                 },
                 () = conn.client_gone() => None,
@@ -139,7 +159,7 @@ async fn next_response(
     let _ = write_response(
         conn,
         refusal.into_response(),
-        false,
+        Asked::default(),
         &mut keep_alive,
         limits,
     )
@@ -152,6 +172,8 @@ async fn next_response(
 struct Connection {
     tcp: TcpStream,
     inbound: Mutex<Inbound>,
+    /// `limits.max_body_bytes`, which a body's trailers count towards.
+    max_body_bytes: usize,
 }
 
 #[derive(Default)]
@@ -172,7 +194,7 @@ enum HeadError {
 }
 
 /// A parsed request head.
-struct Head {
+pub(super) struct Head {
     method: Method,
     uri: Uri,
     version: Version,
@@ -210,11 +232,11 @@ impl Connection {
         poll_fn(|cx| {
             let mut inbound = self.lock();
             loop {
-                // RFC 9112 §2.2: empty lines before a request line are ignored.
-                let blank = inbound
+                // RFC 9112 §2.2: empty lines (CRLF) before a request line are ignored.
+                let blank = 2 * inbound
                     .buf
-                    .iter()
-                    .take_while(|b| matches!(b, b'\r' | b'\n'))
+                    .chunks(2)
+                    .take_while(|pair| *pair == b"\r\n")
                     .count();
                 if blank > 0 {
                     http1::consume(&mut inbound.buf, blank);
@@ -285,8 +307,9 @@ impl Connection {
 }
 
 /// The request of `head` (RFC 9112 §3, §6), or why it is refused.
-fn parse_head(bytes: &[u8]) -> Result<Head, RequestError> {
+pub(super) fn parse_head(bytes: &[u8]) -> Result<Head, RequestError> {
     use RequestError::{HeadTooLarge, MalformedRequest};
+    http1::check_line_endings(bytes).map_err(|e| MalformedRequest(e.0))?;
     let mut slots = [httparse::EMPTY_HEADER; http1::MAX_HEADERS];
     let mut parsed = httparse::Request::new(&mut slots);
     match parsed.parse(bytes) {
@@ -320,7 +343,9 @@ fn parse_head(bytes: &[u8]) -> Result<Head, RequestError> {
     }
     let framing = request_framing(&headers, version)?;
     let connection = header_tokens(&headers, &header::CONNECTION);
-    let keep_alive = version == Version::HTTP_11 && !connection.iter().any(|t| t == "close");
+    // RFC 9112 §9.3: HTTP/1.1 persists unless "close"; HTTP/1.0 only with "keep-alive".
+    let keep_alive = !connection.iter().any(|t| t == "close")
+        && (version == Version::HTTP_11 || connection.iter().any(|t| t == "keep-alive"));
     let expects_continue = version == Version::HTTP_11
         && framing.is_some()
         && headers
@@ -340,8 +365,14 @@ fn parse_head(bytes: &[u8]) -> Result<Head, RequestError> {
 /// How a request's body ends (RFC 9112 §6.3), `None` for no body.
 fn request_framing(headers: &HeaderMap, version: Version) -> Result<Option<Framing>, RequestError> {
     use RequestError::MalformedRequest;
-    let codings = header_tokens(headers, &header::TRANSFER_ENCODING);
-    if !codings.is_empty() {
+    let codings = http1::transfer_codings(
+        headers
+            .get_all(header::TRANSFER_ENCODING)
+            .into_iter()
+            .map(HeaderValue::as_bytes),
+    )
+    .map_err(|e| MalformedRequest(e.0))?;
+    if headers.contains_key(header::TRANSFER_ENCODING) {
         // §6.1: a request with both is the request-smuggling shape; HTTP/1.0 has no codings;
         // a final coding other than chunked leaves the length unknown (400).
         if headers.contains_key(header::CONTENT_LENGTH) {
@@ -360,12 +391,12 @@ fn request_framing(headers: &HeaderMap, version: Version) -> Result<Option<Frami
         if codings.len() > 1 {
             return Err(RequestError::UnsupportedTransferEncoding);
         }
-        return Ok(Some(Framing::Chunked(Chunk::Size)));
+        return Ok(Some(Framing::chunked()));
     }
     let values = headers.get_all(header::CONTENT_LENGTH).into_iter();
     Ok(
         match http1::content_length(values.map(HeaderValue::as_bytes)) {
-            Err(why) => return Err(MalformedRequest(why)),
+            Err(why) => return Err(MalformedRequest(why.0)),
             Ok(None | Some(0)) => None,
             Ok(Some(n)) => Some(Framing::Length(n)),
         },
@@ -397,6 +428,7 @@ impl Head {
             request: number,
             size_hint,
             ended,
+            read: 0,
         };
         let mut request = Request::new(Body::new(body));
         *request.method_mut() = self.method;
@@ -415,16 +447,33 @@ struct RequestBody {
     request: u64,
     size_hint: SizeHint,
     ended: bool,
+    /// Payload bytes handed to the handler so far.
+    read: usize,
+}
+
+/// Why a request body could not be read. The handler answers the first two
+/// (`error::RequestError::MalformedRequest`, `BodyTooLarge`); the connection then closes, as
+/// its body was not read to the end.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    /// Chunked framing outside RFC 9112 §7.1.
+    #[error("a malformed HTTP request body: {0}")]
+    Framing(http1::FramingError),
+    /// The payload and its trailers over `limits.max_body_bytes`.
+    #[error("the request body and its trailers exceed limits.max_body_bytes")]
+    TooLarge,
+    #[error(transparent)]
+    Io(#[from] io::Error),
 }
 
 impl http_body::Body for RequestBody {
     type Data = Bytes;
-    type Error = io::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
         if this.ended {
             return Poll::Ready(None);
@@ -448,8 +497,13 @@ impl http_body::Body for RequestBody {
                 return Poll::Ready(None);
             };
             let mut payload = Vec::new();
-            let decoded = http1::decode(framing, &inbound.buf, &mut payload);
-            let used = decoded.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            // A framing error leaves `body` set: the connection closes after the response.
+            let used =
+                http1::decode(framing, &inbound.buf, &mut payload).map_err(BodyError::Framing)?;
+            this.read += payload.len();
+            if this.read.saturating_add(framing.trailer_bytes()) > conn.max_body_bytes {
+                return Poll::Ready(Some(Err(BodyError::TooLarge)));
+            }
             if framing.ended() {
                 inbound.body = None;
             }
@@ -461,13 +515,10 @@ impl http_body::Body for RequestBody {
                 this.ended = true;
                 return Poll::Ready(None);
             }
-            if inbound.buf.len() > http1::MAX_HEAD_BYTES {
-                let e = "a chunk-size line or trailers too long";
-                return Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::InvalidData, e))));
-            }
             if ready!(conn.poll_fill(inbound, cx))? == 0 {
                 let e = "the connection closed before the request body ended";
-                return Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::UnexpectedEof, e))));
+                let closed = io::Error::new(io::ErrorKind::UnexpectedEof, e);
+                return Poll::Ready(Some(Err(closed.into())));
             }
         }
     }
@@ -495,7 +546,7 @@ enum Out {
 fn write_response<'a>(
     conn: &'a Connection,
     response: Response<Body>,
-    is_head: bool,
+    asked: Asked,
     keep_alive: &mut bool,
     limits: ConnectionLimits,
 ) -> impl Future<Output = io::Result<()>> + 'a {
@@ -503,6 +554,7 @@ fn write_response<'a>(
     let (parts, body) = response.into_parts();
     let status = parts.status;
     let length = body.size_hint().exact();
+    let is_head = asked.head;
     let framing = if is_head
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
@@ -511,7 +563,7 @@ fn write_response<'a>(
         Out::None
     } else if length.is_some() {
         Out::Length
-    } else if *keep_alive {
+    } else if *keep_alive && !asked.http10 {
         Out::Chunked
     } else {
         Out::UntilClose
@@ -550,6 +602,8 @@ fn write_response<'a>(
     if !*keep_alive || framing == Out::UntilClose {
         *keep_alive = false;
         http1::push_header(&mut out, "connection", b"close");
+    } else if asked.http10 {
+        http1::push_header(&mut out, "connection", b"keep-alive");
     }
     out.extend_from_slice(b"\r\n");
     write_body(conn, out, body, framing, limits.client_write)
@@ -652,6 +706,7 @@ mod tests {
 
     const LIMITS: ConnectionLimits = ConnectionLimits {
         max_connections: 16,
+        max_body_bytes: 1 << 20,
         header_read: Duration::from_secs(5),
         client_write: Duration::from_secs(5),
     };
@@ -671,6 +726,17 @@ mod tests {
         axum::Router::new()
             .route("/echo", post(|body: Bytes| async move { body }))
             .route("/hello", get(|| async { "hello" }))
+            // Reads its body as the gateway's handlers do (its errors mapped the same way).
+            .route(
+                "/strict",
+                post(|body: Body| async move {
+                    let limit = LIMITS.max_body_bytes;
+                    match axum::body::to_bytes(body, limit).await {
+                        Ok(body) => body.into_response(),
+                        Err(e) => crate::http::body_error(&e, limit).into_response(),
+                    }
+                }),
+            )
             .route(
                 "/stream",
                 get(|| async {
@@ -780,6 +846,19 @@ mod tests {
             (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n".to_vec(), "400", "malformed_request"),
             (long_header.into_bytes(), "431", "request_head_too_large"),
             (many_headers.into_bytes(), "431", "request_head_too_large"),
+            // Issue 18's reproductions: one request boundary (a head ended by a bare LF is
+            // refused, not read with a boundary of its own), strict lists, strict chunks.
+            (b"GET /hello HTTP/1.1\r\nHost: x\n\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), "400", "malformed_request"),
+            (b"POST /strict HTTP/1.1\r\nContent-Length: 5\n\nhelloGET /hello HTTP/1.1\r\n\r\n".to_vec(), "400", "malformed_request"),
+            (b"GET /hello HTTP/1.1\r\nx: a\rb\r\n\r\n".to_vec(), "400", "malformed_request"),
+            (b"\nGET /hello HTTP/1.1\r\n\r\n".to_vec(), "400", "malformed_request"),
+            (b"POST /strict HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n".to_vec(), "400", "malformed_request"),
+            (b"POST /strict HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\nhello".to_vec(), "400", "malformed_request"),
+            (b"POST /strict HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello".to_vec(), "400", "malformed_request"),
+            (b"POST /strict HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n".to_vec(), "400", "malformed_request"),
+            (b"POST /strict HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;x\rxx\r\n0\r\n\r\n".to_vec(), "400", "malformed_request"),
+            (b"POST /strict HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\n\nGET /hello HTTP/1.1\r\n\r\n".to_vec(), "400", "malformed_request"),
+            (trailers_over_body_limit(), "413", "body_too_large"),
         ];
         for (request, status, code) in cases {
             let (said, closed) = exchange(addr, &request, Duration::from_secs(2)).await;
@@ -796,6 +875,17 @@ mod tests {
         }
     }
 
+    /// A chunked body whose trailers (within their own bound) take it over the body limit.
+    fn trailers_over_body_limit() -> Vec<u8> {
+        let payload = "a".repeat(LIMITS.max_body_bytes - 10);
+        format!(
+            "POST /strict HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{payload}\r\n0\r\nx-t: {}\r\n\r\n",
+            payload.len(),
+            "b".repeat(64)
+        )
+        .into_bytes()
+    }
+
     #[tokio::test]
     async fn http_1_0_and_head_requests_are_framed_for_them() {
         let addr = start().await;
@@ -803,6 +893,18 @@ mod tests {
             exchange(addr, b"GET /hello HTTP/1.0\r\n\r\n", Duration::from_secs(2)).await;
         assert!(closed && said.ends_with("\r\n\r\nhello"), "{said}");
         assert!(said.contains("connection: close\r\n"), "{said}");
+        // HTTP/1.0 keep-alive (RFC 9112 §9.3): a known length keeps the connection.
+        let (said, closed) = exchange(
+            addr,
+            b"GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /hello HTTP/1.0\r\n\r\n",
+            Duration::from_secs(2),
+        )
+        .await;
+        assert_eq!(said.matches("\r\n\r\nhello").count(), 2, "{said}");
+        assert!(
+            closed && said.contains("connection: keep-alive\r\n"),
+            "{said}"
+        );
         let (said, _) = exchange(
             addr,
             b"HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\n",
