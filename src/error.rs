@@ -72,7 +72,21 @@ pub(crate) enum RequestError {
     HeadTimeout(Duration),
     #[error("only the chunked transfer coding is accepted")]
     UnsupportedTransferEncoding,
+    /// A route that exists, asked with another method.
+    #[error("this route does not take that method")]
+    MethodNotAllowed,
+    /// An agent a listing needs could not be read (docs/design.md: never an empty list).
+    #[error("{0}")]
+    UpstreamUnavailable(String),
+    /// An agent a listing needs did not answer within `timeouts.upstream_call`.
+    #[error("{0}")]
+    UpstreamTimeout(String),
 }
+
+/// The code of an upstream that cannot be reached, before a stream (a 502) or in one.
+pub(crate) const UPSTREAM_UNAVAILABLE: &str = "upstream_unavailable";
+/// The code of an upstream that did not answer in time, before a stream (a 504) or in one.
+pub(crate) const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
 
 impl RequestError {
     /// The machine-readable code.
@@ -100,6 +114,9 @@ impl RequestError {
             Self::HeadTooLarge(_) => "request_head_too_large",
             Self::HeadTimeout(_) => "head_timeout",
             Self::UnsupportedTransferEncoding => "unsupported_transfer_encoding",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::UpstreamUnavailable(_) => UPSTREAM_UNAVAILABLE,
+            Self::UpstreamTimeout(_) => UPSTREAM_TIMEOUT,
         }
     }
 
@@ -141,6 +158,9 @@ impl RequestError {
             Self::HeadTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::HeadTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedTransferEncoding => StatusCode::NOT_IMPLEMENTED,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::UpstreamUnavailable(_) => StatusCode::BAD_GATEWAY,
+            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 }
@@ -189,10 +209,10 @@ impl RunError {
             Self::TaskFailed(_) => "a2a_task_failed",
             Self::TaskRejected(_) => "a2a_task_rejected",
             Self::Rpc { code, .. } => return Cow::Owned(format!("{RPC_CODE_PREFIX}{code}")),
-            Self::UpstreamUnavailable(_) => "upstream_unavailable",
+            Self::UpstreamUnavailable(_) => UPSTREAM_UNAVAILABLE,
             Self::UpstreamStreamEnded(_) => "upstream_stream_ended",
             Self::UpstreamInvalid(_) => "upstream_invalid_response",
-            Self::UpstreamTimeout(_) => "upstream_timeout",
+            Self::UpstreamTimeout(_) => UPSTREAM_TIMEOUT,
             Self::LimitExceeded(_) => "limit_exceeded",
             Self::InvalidResume(_) => "invalid_resume",
             Self::Shutdown => "gateway_shutdown",
@@ -206,6 +226,17 @@ impl RunError {
             "no event from the upstream within timeouts.{key} ({} ms)",
             after.as_millis()
         ))
+    }
+}
+
+impl From<&ClientError> for RequestError {
+    /// An upstream call a request needed (a listing) failed: a 504 if it timed out, else a
+    /// 502, the error described as a run's would be (never the upstream's body).
+    fn from(e: &ClientError) -> Self {
+        match e {
+            ClientError::Timeout(_) => Self::UpstreamTimeout(e.to_string()),
+            _ => Self::UpstreamUnavailable(e.to_string()),
+        }
     }
 }
 
@@ -258,6 +289,9 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         HeadTooLarge(0),
         HeadTimeout(Duration::ZERO),
         UnsupportedTransferEncoding,
+        MethodNotAllowed,
+        UpstreamUnavailable(String::new()),
+        UpstreamTimeout(String::new()),
     ];
     // A new variant fails to compile here until it is added to the list above.
     for e in &all {
@@ -283,7 +317,10 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
             | MalformedRequest(_)
             | HeadTooLarge(_)
             | HeadTimeout(_)
-            | UnsupportedTransferEncoding => {}
+            | UnsupportedTransferEncoding
+            | MethodNotAllowed
+            | UpstreamUnavailable(_)
+            | UpstreamTimeout(_) => {}
         }
     }
     all

@@ -79,7 +79,10 @@ pub(crate) const OPENAPI: &str = include_str!("../openapi/openapi.json");
 
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        // DESIGN's error body: the top-level `message` repeats the error's, for clients
+        // (CopilotKit) that show only that field.
+        let message = self.to_string();
+        let body = json!({"error": {"code": self.code(), "message": &message}, "message": message});
         let mut resp = (self.status(), Json(body)).into_response();
         if let Some(secs) = self.retry_after() {
             resp.headers_mut()
@@ -128,6 +131,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .merge(copilotkit::routes(state.copilotkit_base_path.as_deref()))
         .merge(guarded_metrics)
         .fallback(|| async { RequestError::NoRoute })
+        .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed })
         // Inside CORS: preflights are answered before auth, and 401s carry CORS headers.
         .layer(middleware::from_fn_with_state(
             state.auth.clone(),
@@ -479,6 +483,41 @@ mod tests {
             .await
             .unwrap();
         assert!(other.headers().get("access-control-allow-origin").is_none());
+    }
+
+    /// Every JSON error repeats its message at the top level (CopilotKit shows only that);
+    /// a known route asked with another method is a JSON 405, an unknown one a JSON 404.
+    #[tokio::test]
+    async fn errors_are_json_with_a_top_level_message_and_405_is_one() {
+        for (method, uri, status, code) in [
+            (
+                "DELETE",
+                "/agents",
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+            ),
+            (
+                "PUT",
+                "/agents/x",
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+            ),
+            ("GET", "/nope", StatusCode::NOT_FOUND, "not_found"),
+        ] {
+            let req = HttpRequest::builder()
+                .method(method)
+                .uri(uri)
+                .body(Body::empty())
+                .unwrap();
+            let resp = router(state()).oneshot(req).await.unwrap();
+            assert_eq!(resp.status(), status, "{method} {uri}");
+            let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["error"]["code"], code, "{body}");
+            assert_eq!(body["message"], body["error"]["message"], "{body}");
+        }
     }
 
     /// The error codes `openapi/openapi.json` lists are exactly the request errors' codes.

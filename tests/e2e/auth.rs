@@ -58,6 +58,12 @@ async fn assert_unauthorized(resp: reqwest::Response, secret: &str) -> Value {
     );
     let body: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(body["error"]["code"], "unauthorized", "{body}");
+    // CopilotKit shows only a top-level `message`: it repeats the error's.
+    assert_eq!(body["message"], body["error"]["message"], "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
     body
 }
 
@@ -76,6 +82,7 @@ async fn without_valid_credentials_every_route_but_the_probes_is_401() {
         ("list", client.get(url("/agents"))),
         ("detail", client.get(url("/agents/demo"))),
         ("unrouted", client.get(url("/nope"))),
+        ("copilotkit info", client.get(url("/copilotkit/info"))),
     ] {
         let body = assert_unauthorized(req.send().await.unwrap(), "").await;
         assert!(
