@@ -124,6 +124,26 @@ impl BindingStore {
         }
     }
 
+    /// The last task recorded for `owner`'s `thread_id` on `agent`, if the store has it and
+    /// answers (a failure reads as none: the run then shows no history it was not asked for).
+    pub(crate) async fn last_task(
+        &self,
+        owner: &str,
+        agent: &str,
+        thread_id: &str,
+    ) -> Option<String> {
+        match &self.kind {
+            Kind::Memory(m) => m.last_task(owner, agent, thread_id),
+            Kind::Redis(r) => r
+                .last_task(owner, agent, thread_id)
+                .await
+                .unwrap_or_else(|_| {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                    None
+                }),
+        }
+    }
+
     /// `owner`'s threads on `agent` with their context and last task, at most `limit`.
     pub(crate) async fn threads_of(
         &self,

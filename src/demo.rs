@@ -231,6 +231,8 @@ async fn send(
             return rpc_error(&id, rpc_code::UNSUPPORTED_OPERATION, &msg);
         }
         let auth = t.state == TaskState::AuthRequired;
+        // The question (the status message) goes into history before its answer.
+        t.retire_status_message();
         t.history.push(user);
         (tid, Step::Answer { auth, text }, None, ANSWER_BUFFER)
     } else {
@@ -705,6 +707,17 @@ mod tests {
         let status = &done[0]["result"]["task"]["status"];
         assert_eq!(status["state"], "TASK_STATE_COMPLETED");
         assert_eq!(status["message"]["parts"][0]["text"], "Approved: yes");
+        // History reads in the order things were said: the question before its answer.
+        let texts: Vec<&str> = done[0]["result"]["task"]["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["parts"][0]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            texts,
+            ["approve", "Do you approve? Reply yes or no.", "yes"]
+        );
     }
 
     #[test]

@@ -34,7 +34,8 @@ use crate::agui::{Event, RunAgentInput};
 use crate::binding::{BindingStore, ThreadRecord};
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Answer, Mode, Plan};
-use crate::bridge::{dialect, interrupt, lane};
+use crate::bridge::state::ClientView;
+use crate::bridge::{dialect, history, interrupt, lane};
 use crate::bridge::{Projector, RunFrame};
 use crate::config::{ContextIds, Limits, TimeoutSettings};
 use crate::error::RunError;
@@ -387,8 +388,9 @@ struct Run {
     recorded_task: Option<String>,
     /// The A2A messageId this run sent, to find its place in task history on recovery.
     sent_message_id: Option<String>,
-    /// The threadId is asked of the upstream as a known context before the message goes.
-    pick_up: bool,
+    /// The context whose history is read before the message goes, to open the run with it
+    /// (pick-up or catch-up, [`ContextSource::history_to_read`]).
+    pick_up: Option<String>,
     /// What the forwarding lane adds to the message's metadata (DESIGN §8).
     lane: serde_json::Map<String, serde_json::Value>,
     /// The run's span, parent of each upstream call's (DESIGN §10).
@@ -396,6 +398,26 @@ struct Run {
     /// When the run started, for `agui_gateway_time_to_first_event_seconds`.
     started: std::time::Instant,
     first_event_seen: bool,
+}
+
+/// Whether the client holds the thread it continues (docs/identity.md, "Opening with the
+/// history"): it sends earlier turns, and the task its state names is the thread's last one
+/// the binding store recorded (one store lookup, only for a client that sends turns).
+async fn holds_the_thread(
+    input: &RunAgentInput,
+    bindings: &BindingStore,
+    owner: &str,
+    agent: &Agent,
+) -> bool {
+    if !history::holds_earlier_turns(&input.messages) {
+        return false;
+    }
+    let Some(seen) = ClientView::of(input.state.as_ref()).task_id() else {
+        return true;
+    };
+    let agent = &agent.settings.name;
+    let last = bindings.last_task(owner, agent, &input.thread_id).await;
+    last.is_none_or(|last| last == seen)
 }
 
 /// The upstream no longer takes input on this task: unknown, or finished (A2A 1.0 §3.3.2,
@@ -440,9 +462,17 @@ impl Run {
         let carried = lane::carry(&input, &cues);
         let stored_binding = candidates.binding.clone();
         let resolved = candidates.resolve();
-        let pick_up = may_pick_up
-            && ContextSource::asks_upstream(resolved.as_ref().map(|(_, source)| *source))
-            && matches!(&plan.action, Action::Send(m) if m.task_id.is_none());
+        let sends_new_message = matches!(&plan.action, Action::Send(m) if m.task_id.is_none());
+        let holds_the_thread = sends_new_message
+            && resolved.is_some()
+            && Box::pin(holds_the_thread(&input, &bindings, &owner, &agent)).await;
+        let pick_up = ContextSource::history_to_read(
+            resolved.as_ref().map(|(id, source)| (id.as_str(), *source)),
+            &input.thread_id,
+            may_pick_up,
+            holds_the_thread,
+        )
+        .filter(|_| sends_new_message);
         let context_id = resolved.map(|(id, _)| id);
         plan.bind_context(context_id.as_deref());
         let frame = RunFrame {
@@ -621,8 +651,8 @@ impl Run {
             }
             (Err(e), _) => return self.fail(e).await,
         };
-        if self.pick_up {
-            Box::pin(self.pick_up(&upstream)).await?;
+        if let Some(context_id) = self.pick_up.take() {
+            Box::pin(self.pick_up(&upstream, context_id)).await?;
         }
         match self.plan.action.clone() {
             Action::Refuse(_) => Ok(()),
@@ -738,14 +768,19 @@ impl Run {
         sent
     }
 
-    /// DESIGN §4 pick-up: if the upstream (A2A 1.0) knows the threadId as a context, the
-    /// message goes into that context and the run opens with its earlier turns. Without
-    /// `ListTasks` (0.3) or when it fails, the thread is simply new (docs/identity.md).
-    async fn pick_up(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {
+    /// DESIGN §4 pick-up and catch-up: if the upstream (A2A 1.0) has tasks in `context_id`
+    /// (the threadId asked as a context, or the run's known context for a client that holds
+    /// none of its turns), the message goes into that context and the run opens with its
+    /// earlier turns. Without `ListTasks` (0.3) or when it fails, nothing is shown
+    /// (docs/identity.md).
+    async fn pick_up(
+        &mut self,
+        upstream: &Resolved,
+        context_id: String,
+    ) -> Result<(), Disconnected> {
         if upstream.version() != ProtocolVersion::V1 {
             return Ok(());
         }
-        let context_id = self.thread_id.clone();
         let listed = upstream
             .client
             .list_tasks_paged(

@@ -103,6 +103,12 @@ impl MemoryStore {
         self.tasks.insert(key, task_id.clone());
     }
 
+    pub(crate) fn last_task(&self, owner: &str, agent: &str, thread_id: &str) -> Option<String> {
+        self.tasks
+            .get(&Self::key(owner, agent, thread_id))
+            .map(|t| t.clone())
+    }
+
     pub(crate) fn threads_of(&self, owner: &str, agent: &str, limit: usize) -> Vec<ThreadRecord> {
         self.map
             .iter()

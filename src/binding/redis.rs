@@ -260,6 +260,21 @@ impl RedisStore {
         self.index(owner, agent, record).await
     }
 
+    /// The last task of `owner`'s thread (`HGET` in the thread index).
+    pub(crate) async fn last_task(
+        &self,
+        owner: &str,
+        agent: &str,
+        thread_id: &str,
+    ) -> Result<Option<String>, Unavailable> {
+        let mut cmd = ::redis::cmd("HGET");
+        cmd.arg(threads_key(owner, agent)).arg(thread_id);
+        let json: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
+        Ok(json
+            .and_then(|j| serde_json::from_str::<ThreadRecord>(&j).ok())
+            .and_then(|r| r.task_id))
+    }
+
     /// `owner`'s threads on `agent` (`HSCAN`), at most `limit`.
     pub(crate) async fn threads_of(
         &self,

@@ -35,6 +35,31 @@ impl ContextSource {
     pub(crate) fn asks_upstream(source: Option<ContextSource>) -> bool {
         matches!(source, None | Some(ContextSource::ThreadId))
     }
+
+    /// The context whose history a run sending a new message reads before it sends, to
+    /// open with it (docs/identity.md, "Opening with the history"); decided once per run
+    /// from what the run already has, never per event:
+    /// - pick-up: nothing named the context, and the caller may see contexts not created
+    ///   through the gateway: the threadId, if the upstream knows it as a context;
+    /// - catch-up: the context is known (props, state, binding) and the client does not
+    ///   hold the thread (`holds_the_thread` false: it sends no earlier turn — a second
+    ///   device, tab or terminal — or its state names another task than the thread's last
+    ///   one — a tab that missed another's turns): that context;
+    /// - otherwise none: a client holding the thread costs no upstream call.
+    pub(crate) fn history_to_read(
+        resolved: Option<(&str, ContextSource)>,
+        thread_id: &str,
+        may_pick_up: bool,
+        holds_the_thread: bool,
+    ) -> Option<String> {
+        match resolved {
+            _ if !Self::asks_upstream(resolved.map(|(_, s)| s)) => {
+                let (context, _) = resolved?;
+                (!holds_the_thread).then(|| context.to_owned())
+            }
+            _ => may_pick_up.then(|| thread_id.to_owned()),
+        }
+    }
 }
 
 impl ContextCandidates {
@@ -96,5 +121,26 @@ mod tests {
         assert!(ContextSource::asks_upstream(None));
         assert!(ContextSource::asks_upstream(Some(ContextSource::ThreadId)));
         assert!(!ContextSource::asks_upstream(Some(ContextSource::Binding)));
+    }
+
+    #[test]
+    fn history_is_read_for_a_pick_up_or_a_client_that_holds_no_turn() {
+        use ContextSource::*;
+        let read = ContextSource::history_to_read;
+        // Pick-up: only for callers who may see foreign contexts, whatever the client holds.
+        assert_eq!(read(None, "t", true, true).as_deref(), Some("t"));
+        assert_eq!(
+            read(Some(("t", ThreadId)), "t", true, false).as_deref(),
+            Some("t")
+        );
+        assert_eq!(read(None, "t", false, false), None);
+        // Catch-up: a known context, a client without its turns (a second device).
+        for source in [Binding, ClientState, ForwardedProps] {
+            assert_eq!(
+                read(Some(("c", source)), "t", false, false).as_deref(),
+                Some("c")
+            );
+            assert_eq!(read(Some(("c", source)), "t", true, true), None);
+        }
     }
 }

@@ -144,6 +144,16 @@ pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {
     rebuild.out
 }
 
+/// True if `client` holds a turn before its newest user message (a user or assistant
+/// message, or a tool result): a client that holds none may be a second device on the thread
+/// ([`super::context::ContextSource::history_to_read`]).
+pub(crate) fn holds_earlier_turns(client: &[crate::agui::input::Message]) -> bool {
+    let newest_user = client.iter().rposition(|m| m.role == "user");
+    client.iter().enumerate().any(|(i, m)| {
+        Some(i) != newest_user && matches!(m.role.as_str(), "user" | "assistant" | "tool")
+    })
+}
+
 /// The client's own turns that the A2A history `a2a` does not hold (on a pick-up: the new
 /// user message), in order, as `(id, role, text)`: user and assistant text only.
 pub(crate) fn unheld_turns<'a>(

@@ -172,6 +172,21 @@ pub(super) struct TaskRecord {
     live: Option<OwnedSemaphorePermit>,
 }
 
+impl TaskRecord {
+    /// Moves the status message into history, as a2a-sdk's TaskManager does whenever a new
+    /// status or a user message (an answer) comes: history then reads in the order things
+    /// were said (the question before its answer).
+    pub(super) fn retire_status_message(&mut self) {
+        if let Some(prev) = self.status_message.take().filter(|m| m.kept) {
+            self.history.push(Turn {
+                id: prev.id,
+                user: false,
+                text: prev.text,
+            });
+        }
+    }
+}
+
 /// The live-task cap was reached.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct AtCapacity(pub(super) usize);
@@ -306,15 +321,7 @@ impl Store {
             }
             match update {
                 Update::Status { state, message } => {
-                    // Like a2a-sdk's TaskManager: the previous status message moves into
-                    // history.
-                    if let Some(prev) = t.status_message.take().filter(|m| m.kept) {
-                        t.history.push(Turn {
-                            id: prev.id,
-                            user: false,
-                            text: prev.text,
-                        });
-                    }
+                    t.retire_status_message();
                     t.state = state.clone();
                     t.status_message = message.clone();
                     t.timestamp = now();

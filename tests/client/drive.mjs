@@ -1,9 +1,10 @@
 // Drives the gateway with @ag-ui/client's HttpAgent, which validates every event (schema,
 // order, open/close discipline, JSON Patch application). Usage:
 //   node drive.mjs '<json script>'
-// Script: {"url": "...", "threadId": "...", "initialState": {...}?, "headers": {...}?,
+// Script: {"url": "...", "threadId": "...", "initialState": {...}?, "initialMessages": [...]?,
+//          "headers": {...}?,
 //          "steps": [Step]}
-// Step:   {"system": "text"?, "message": "text" | ContentPart[]?, "resume": {"status": "resolved"|"cancelled",
+// Step:   {"system": "text"?, "message": "text" | ContentPart[]?, "messageId": "id"?, "resume": {"status": "resolved"|"cancelled",
 //          "payload": any}?, "toolResult": {"content": any}?, "forwardedProps": {...}?,
 //          "tools": [...]?, "context": [...]?, "state": {...}?, "abortAfterMs": n?,
 //          "abortOnEvent": "EVENT_TYPE"?}
@@ -21,6 +22,7 @@ const agent = new HttpAgent({
   url: script.url,
   threadId: script.threadId,
   initialState: script.initialState ?? {},
+  initialMessages: script.initialMessages ?? [],
   headers: script.headers ?? {},
 });
 
@@ -36,7 +38,7 @@ for (const step of script.steps) {
     agent.addMessage({ id: `${script.threadId}-system-${n}`, role: "system", content: step.system });
   }
   if (step.message !== undefined) {
-    agent.addMessage({ id: `${script.threadId}-user-${n}`, role: "user", content: step.message });
+    agent.addMessage({ id: step.messageId ?? `${script.threadId}-user-${n}`, role: "user", content: step.message });
   }
   if (step.toolResult) {
     const answered = new Set(agent.messages.filter((m) => m.role === "tool").map((m) => m.toolCallId));
