@@ -18,31 +18,34 @@
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{FutureExt, Stream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use reqwest::header::{HeaderName, HeaderValue};
 
-use crate::a2a::client::{ClientError, EventStream};
+use crate::a2a::client::ClientError;
 use crate::a2a::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task};
-use crate::a2a::rpc_code;
 use crate::agui::input::Message as ClientMessage;
-use crate::agui::Outcome;
 use crate::agui::{Event, RunAgentInput};
 use crate::binding::{BindingStore, ThreadRecord};
 use crate::bridge::context::ContextSource;
-use crate::bridge::request::{Action, Answer, Mode, Plan};
+use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::ClientView;
-use crate::bridge::{dialect, history, interrupt, lane};
+use crate::bridge::{history, lane};
 use crate::bridge::{Projector, RunFrame};
 use crate::config::{ContextIds, Limits, TimeoutSettings};
 use crate::error::RunError;
-use crate::metrics::{Metrics, OpenStream, RunOutcome};
+use crate::metrics::{Metrics, OpenStream};
 use crate::redact::Shown;
 use crate::registry::{self, with_identity, Agent, Registry, Resolved};
-use crate::telemetry::{RunEnd, RunTrace};
+use crate::telemetry::RunTrace;
+
+mod meter;
+mod read;
+mod resume;
+
+use meter::{Disconnected, RunMeter, Sink, TaskFacts};
 
 /// Pick-up reads at most this many `ListTasks` pages of this many tasks, each task with at
 /// most [`PICK_UP_HISTORY`] messages (every page is bounded by `limits.max_event_bytes`, all
@@ -50,28 +53,9 @@ use crate::telemetry::{RunEnd, RunTrace};
 const PICK_UP_PAGES: usize = 5;
 const PICK_UP_PAGE_SIZE: u32 = 50;
 const PICK_UP_HISTORY: u32 = 200;
-/// Resubscribe attempts after the upstream stream drops.
-const RECOVERY_ATTEMPTS: u32 = 3;
 /// Event batches buffered between the run and its response, so at most this many batches
 /// are held for a slow client.
 const CHANNEL_CAPACITY: usize = 16;
-/// Read path batching (`pump`): the upstream events already delivered are projected into
-/// one batch while it holds only text (at most this many upstream events and
-/// [`MAX_BATCH_TEXT_BYTES`] of it); any other event ends the batch. A batch thus holds what
-/// one upstream event makes, or at most that much text: a slow client costs at most
-/// [`CHANNEL_CAPACITY`] of them, as before batching.
-const MAX_BATCH_EVENTS: usize = 64;
-const MAX_BATCH_TEXT_BYTES: usize = 64 * 1024;
-
-/// How a read batch left the stream.
-enum Batch {
-    /// The run finished (its terminal event is sent).
-    Finished,
-    /// Still open: read on.
-    Open,
-    /// Reading ahead met the stream's end or an error, handled next.
-    Ended(Box<Option<Result<StreamEvent, ClientError>>>),
-}
 
 /// Everything a run needs, handed over by the HTTP handler.
 pub(crate) struct RunRequest {
@@ -94,124 +78,6 @@ pub(crate) struct RunRequest {
     pub metrics: Arc<Metrics>,
     /// The run's span, when traces are on (DESIGN §10).
     pub trace: Option<RunTrace>,
-}
-
-/// The run's measures (DESIGN §10): events sent, how it ended, how long it took; recorded
-/// once, when the terminal event goes out, or when the run is dropped without one (the
-/// client left).
-struct RunMeter {
-    metrics: Arc<Metrics>,
-    agent: String,
-    started: std::time::Instant,
-    trace: Option<RunTrace>,
-    /// `(outcome, error code)` of the terminal event, once sent.
-    ended: Mutex<Option<(RunOutcome, Option<String>)>>,
-    /// What the run span's end says of the task, filled by the run as it learns it.
-    task: Mutex<TaskFacts>,
-}
-
-#[derive(Default)]
-struct TaskFacts {
-    context_id: Option<String>,
-    task_id: Option<String>,
-    state: Option<String>,
-}
-
-impl RunMeter {
-    /// Counts `events` and notes the terminal one.
-    fn sent(&self, events: &[Event]) {
-        self.metrics.events_sent(&self.agent, events.len());
-        let Some(last) = events.last().filter(|e| e.is_terminal()) else {
-            return;
-        };
-        let ended = match last {
-            Event::RunError { code, .. } => (RunOutcome::Error, code.clone()),
-            Event::RunFinished {
-                outcome: Some(Outcome::Interrupt { .. }),
-                ..
-            } => (RunOutcome::Interrupt, None),
-            Event::RunFinished {
-                outcome: Some(Outcome::Cancelled),
-                ..
-            } => (RunOutcome::Cancelled, None),
-            _ => (RunOutcome::Success, None),
-        };
-        if let Ok(mut slot) = self.ended.lock() {
-            slot.get_or_insert(ended);
-        }
-    }
-
-    /// The run's task as last known (for the span).
-    fn learn(&self, projector: &Projector) {
-        if let Ok(mut facts) = self.task.lock() {
-            facts.context_id = projector.context_id().map(str::to_owned);
-            facts.task_id = projector.task_id().map(str::to_owned);
-            facts.state = projector.state().and_then(|s| {
-                s.pointer("/a2a/task/state")
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned)
-            });
-        }
-    }
-}
-
-impl Drop for RunMeter {
-    fn drop(&mut self) {
-        let ended = self.ended.lock().ok().and_then(|mut e| e.take());
-        // A run dropped before its terminal event: the client left.
-        let (outcome, code) =
-            ended.unwrap_or((RunOutcome::Error, Some("client_disconnected".to_owned())));
-        self.metrics.run_ended(
-            &self.agent,
-            outcome,
-            code.as_deref(),
-            self.started.elapsed(),
-        );
-        if let Some(trace) = &self.trace {
-            let facts = self
-                .task
-                .lock()
-                .map(|mut f| std::mem::take(&mut *f))
-                .unwrap_or_default();
-            trace.end(RunEnd {
-                context_id: facts.context_id.as_deref(),
-                task_id: facts.task_id.as_deref(),
-                task_state: facts.state.as_deref(),
-                outcome: outcome.as_str(),
-                error: code.as_deref(),
-            });
-        }
-    }
-}
-
-/// The client went away (or read nothing for `timeouts.client_write`); stop quietly.
-struct Disconnected;
-
-/// Hands event batches to the response.
-#[derive(Clone)]
-struct Sink {
-    tx: mpsc::Sender<Vec<Event>>,
-    /// `timeouts.client_write`: a client that takes nothing for this long is gone. (The
-    /// connection's write timeout closes it; this ends the run even if it did not.)
-    client_write: Duration,
-    meter: Arc<RunMeter>,
-}
-
-impl Sink {
-    async fn emit(&self, events: Vec<Event>) -> Result<(), Disconnected> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        self.meter.sent(&events);
-        match tokio::time::timeout(self.client_write, self.tx.send(events)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(Disconnected),
-            Err(_) => {
-                tracing::info!("the client read nothing within timeouts.client_write; run ended");
-                Err(Disconnected)
-            }
-        }
-    }
 }
 
 /// The AG-UI event batches of one run, in order. Dropping it early aborts the run.
@@ -340,16 +206,6 @@ async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Optio
     run.sink.meter.learn(&run.projector);
 }
 
-/// The text an event carries if it is a text message event (its delta), else `None`: the
-/// weight of a batch in [`Run::pump`].
-fn text_bytes_of(event: &Event) -> Option<usize> {
-    match event {
-        Event::TextMessageContent { delta, .. } => Some(delta.len()),
-        Event::TextMessageStart { .. } | Event::TextMessageEnd { .. } => Some(0),
-        _ => None,
-    }
-}
-
 /// The events of a run whose preparation panicked.
 fn unprepared_failure(thread_id: String, run_id: String) -> Vec<Event> {
     let mut projector = Projector::new(RunFrame {
@@ -418,13 +274,6 @@ async fn holds_the_thread(
     let agent = &agent.settings.name;
     let last = bindings.last_task(owner, agent, &input.thread_id).await;
     last.is_none_or(|last| last == seen)
-}
-
-/// The upstream no longer takes input on this task: unknown, or finished (A2A 1.0 §3.3.2,
-/// transcripts §2.33-2.34).
-fn is_stale_task(e: &ClientError) -> bool {
-    matches!(e, ClientError::Rpc(rpc)
-        if rpc.code == rpc_code::TASK_NOT_FOUND || rpc.code == rpc_code::UNSUPPORTED_OPERATION)
 }
 
 impl Run {
@@ -688,86 +537,6 @@ impl Run {
         }
     }
 
-    /// DESIGN §7 resume: the task's current question is read first (GetTask), so the answer
-    /// goes out in the dialect of that question, and only while the task still waits on the
-    /// interrupt answered: a replayed resume sends nothing and follows the task instead. A
-    /// plain message for a task that no longer waits (or is gone) starts a new task.
-    async fn answer(&mut self, upstream: &Resolved, answer: &Answer) -> Result<(), Disconnected> {
-        let task = match upstream.client.get_task(&answer.task_id, None).await {
-            Ok(task) => Some(task),
-            Err(e) if answer.from_state && is_stale_task(&e) => None,
-            Err(e) => return self.fail_with(&e).await,
-        };
-        let Some(task) = task else {
-            tracing::info!("the waiting task in the client's state is gone; starting a new task");
-            return self.send_or_fail(upstream, &answer.as_new_message()).await;
-        };
-        let asked = task
-            .status
-            .state
-            .is_interrupted()
-            .then(|| interrupt::interrupt_id(&task.id, &task.status));
-        // The question answered: the task's current one, or — when the task still waits but
-        // its status lost the question (strands keeps the task waiting after refusing an
-        // answer, its status without the message) — the one the interrupt id names.
-        let question = match &asked {
-            Some(id) if answer.from_state || answer.interrupts.contains(id) => {
-                task.status.message.as_ref()
-            }
-            Some(_) if task.status.message.is_none() => answer
-                .interrupts
-                .iter()
-                .filter_map(|i| interrupt::message_of(i))
-                .find_map(|m| task.history.iter().rev().find(|h| h.message_id == m)),
-            _ => None,
-        };
-        match (asked, question) {
-            (Some(id), question) if question.is_some() || answer.from_state => {
-                let message = answer.message(&dialect::read(question));
-                self.send_answer(upstream, &task, &id, &message).await
-            }
-            _ if answer.from_state => {
-                tracing::info!(
-                    "the task in the client's state no longer waits; starting a new task"
-                );
-                self.send_or_fail(upstream, &answer.as_new_message()).await
-            }
-            // Answered already (a replayed resume) or moved on: nothing is sent twice; the
-            // run shows where the task is now and follows it if it is still live.
-            _ => {
-                tracing::info!(task_id = %Shown(&task.id), "resume of an interrupt the task no longer waits on; following the task");
-                self.follow(upstream, &task).await
-            }
-        }
-    }
-
-    /// Sends the answer to the question `interrupt_id` of `task` once: a run that finds
-    /// another answering it (a resume sent twice at once) follows the task instead; a claim
-    /// the upstream refused is given back, so a proper answer can follow.
-    async fn send_answer(
-        &mut self,
-        upstream: &Resolved,
-        task: &Task,
-        interrupt_id: &str,
-        message: &OutgoingMessage,
-    ) -> Result<(), Disconnected> {
-        let agent = self.agent.settings.name.clone();
-        self.projector.answering(interrupt_id);
-        let claimed = self
-            .bindings
-            .claim_answer(&agent, interrupt_id, self.timeouts.run)
-            .await;
-        if !claimed {
-            tracing::info!(task_id = %Shown(&task.id), "another run is answering this question; following the task");
-            return self.follow(upstream, task).await;
-        }
-        let sent = self.send_or_fail(upstream, message).await;
-        if !self.projector.was_accepted() {
-            self.bindings.release_answer(&agent, interrupt_id).await;
-        }
-        sent
-    }
-
     /// DESIGN §4 pick-up and catch-up: if the upstream (A2A 1.0) has tasks in `context_id`
     /// (the threadId asked as a context, or the run's known context for a client that holds
     /// none of its turns), the message goes into that context and the run opens with its
@@ -866,236 +635,5 @@ impl Run {
             let _ = self.end_of_stream(upstream).await;
         }
         Ok(())
-    }
-
-    /// Reads an upstream stream into the projector until the run finishes.
-    async fn pump(
-        &mut self,
-        upstream: &Resolved,
-        mut stream: EventStream,
-    ) -> Result<(), Disconnected> {
-        let mut first = true;
-        // What reading ahead met after a batch (the stream's end or an error): handled
-        // first next time round.
-        let mut carried: Option<Box<Option<Result<StreamEvent, ClientError>>>> = None;
-        loop {
-            let (key, wait) = if first {
-                ("first_event", self.timeouts.first_event)
-            } else {
-                ("idle", self.timeouts.idle)
-            };
-            first = false;
-            let item = match carried.take() {
-                Some(item) => *item,
-                None => match tokio::time::timeout(wait, stream.next()).await {
-                    Ok(item) => item,
-                    Err(_) => return Box::pin(self.fail(RunError::timeout(key, wait))).await,
-                },
-            };
-            // The item's work is boxed: this loop's future lives as long as the stream, so
-            // it holds only what waiting for the next event needs (memory per open stream,
-            // docs/performance.md); a batch costs one allocation.
-            match Box::pin(self.handle(item, &mut stream, upstream)).await? {
-                Batch::Finished => return Ok(()),
-                Batch::Ended(item) => carried = Some(item),
-                Batch::Open => {}
-            }
-        }
-    }
-
-    /// What the stream delivered: an event (projected with what follows it, [`Self::batch`]),
-    /// a broken stream (recovered), an error or the end of the stream (both end the run).
-    async fn handle(
-        &mut self,
-        item: Option<Result<StreamEvent, ClientError>>,
-        stream: &mut EventStream,
-        upstream: &Resolved,
-    ) -> Result<Batch, Disconnected> {
-        match item {
-            Some(Ok(event)) => return self.batch(event, stream).await,
-            Some(Err(ClientError::Unavailable(reason))) => {
-                tracing::warn!(%reason, "upstream stream broke");
-                Box::pin(self.recover(upstream, Some(reason))).await?;
-            }
-            Some(Err(e)) => self.fail_with(&e).await?,
-            None => self.end_of_stream(upstream).await?,
-        }
-        Ok(Batch::Finished)
-    }
-
-    /// Projects `event` and the events the upstream already delivered after it as one batch
-    /// (one channel send, one write): nothing waits for more than is ready, and a batch is
-    /// at most `MAX_BATCH_EVENTS` events and `MAX_BATCH_TEXT_BYTES` of text.
-    async fn batch(
-        &mut self,
-        mut event: StreamEvent,
-        stream: &mut EventStream,
-    ) -> Result<Batch, Disconnected> {
-        let mut batch = Vec::new();
-        let (mut drained, mut text_bytes) = (0, 0);
-        let mut ended = None;
-        loop {
-            if let Err(limit) = self.count_event() {
-                self.emit(batch).await?;
-                self.fail(limit).await?;
-                return Ok(Batch::Finished);
-            }
-            let before = batch.len();
-            self.project(&event, &mut batch);
-            drained += 1;
-            let text = batch[before..]
-                .iter()
-                .map(text_bytes_of)
-                .sum::<Option<usize>>();
-            text_bytes += text.unwrap_or(usize::MAX / 2);
-            if self.projector.is_finished()
-                || drained == MAX_BATCH_EVENTS
-                || text_bytes > MAX_BATCH_TEXT_BYTES
-            {
-                break;
-            }
-            let mut ready = stream.next().now_or_never();
-            if ready.is_none() {
-                // One scheduler turn for the upstream connection to decode the next event
-                // it already read (through reqwest, hyper hands a body on one chunk at a
-                // time from its own task; the direct reader needs none); a quiet stream
-                // loses only that turn.
-                tokio::task::yield_now().await;
-                ready = stream.next().now_or_never();
-            }
-            match ready {
-                Some(Some(Ok(next))) => event = next,
-                Some(item) => {
-                    ended = Some(item);
-                    break;
-                }
-                None => break,
-            }
-        }
-        self.emit(batch).await?;
-        Ok(if self.projector.is_finished() {
-            Batch::Finished
-        } else if let Some(item) = ended {
-            Batch::Ended(Box::new(item))
-        } else {
-            Batch::Open
-        })
-    }
-
-    /// Counts one upstream event against `limits.max_events_per_run`.
-    fn count_event(&mut self) -> Result<(), RunError> {
-        self.upstream_events += 1;
-        if self.upstream_events > self.limits.max_events_per_run {
-            return Err(RunError::LimitExceeded(format!(
-                "the upstream sent more than limits.max_events_per_run ({}) events",
-                self.limits.max_events_per_run
-            )));
-        }
-        Ok(())
-    }
-
-    async fn end_of_stream(&mut self, upstream: &Resolved) -> Result<(), Disconnected> {
-        match self.projector.end_of_stream() {
-            Some(events) => self.sink.emit(events).await,
-            None => Box::pin(self.recover(upstream, None)).await,
-        }
-    }
-
-    /// DESIGN §9: the stream ended (or broke, for `reason`) with the task unfinished.
-    /// Resubscribe (bounded, with backoff), or read the task if it finished meanwhile. A run
-    /// that fails names why the stream ended (a framing error, a reset), not only that it did.
-    async fn recover(
-        &mut self,
-        upstream: &Resolved,
-        reason: Option<String>,
-    ) -> Result<(), Disconnected> {
-        let ended = match &reason {
-            Some(reason) => format!("the upstream stream broke ({reason})"),
-            None => "the upstream stream ended".to_owned(),
-        };
-        let Some(task_id) = self.projector.task_id().map(str::to_owned) else {
-            let msg = format!("{ended} before any task or reply");
-            return self.fail(RunError::UpstreamStreamEnded(msg)).await;
-        };
-        let mut last_error = format!("{ended} before the task finished");
-        for attempt in 0..RECOVERY_ATTEMPTS {
-            tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
-            if !upstream.streaming {
-                break;
-            }
-            match upstream.client.subscribe(&task_id).await {
-                Ok(mut stream) => {
-                    tracing::info!(task_id = %Shown(&task_id), attempt, "resubscribed to the task");
-                    // The first frame is the task snapshot (A2A 1.0 §3.1.6): it fills the gap.
-                    if let Ok(Some(Ok(StreamEvent::Task(task)))) =
-                        tokio::time::timeout(self.timeouts.first_event, stream.next()).await
-                    {
-                        let sent = self.sent_message_id.as_deref();
-                        let events = self.projector.apply_recovered(&task, sent);
-                        self.emit(events).await?;
-                        if self.projector.is_finished() {
-                            return Ok(());
-                        }
-                    }
-                    return self.pump(upstream, stream).await;
-                }
-                // The task finished while we were away: its snapshot tells how.
-                Err(ClientError::Rpc(rpc)) if rpc.code == rpc_code::UNSUPPORTED_OPERATION => break,
-                Err(e @ ClientError::Rpc(_)) => return self.fail_with(&e).await,
-                Err(e) => last_error = e.to_string(),
-            }
-        }
-        match upstream.client.get_task(&task_id, None).await {
-            Ok(task) if task.status.state.is_terminal() || task.status.state.is_interrupted() => {
-                let sent = self.sent_message_id.as_deref();
-                let events = self.projector.apply_recovered(&task, sent);
-                self.emit(events).await
-            }
-            Ok(_) | Err(_) => self.fail(RunError::UpstreamStreamEnded(last_error)).await,
-        }
-    }
-
-    /// A `cancelled` resume: cancel the waiting task and finish as cancelled.
-    async fn cancel(&mut self, upstream: &Resolved, task_id: &str) -> Result<(), Disconnected> {
-        match upstream.client.cancel_task(task_id).await {
-            Ok(task) => {
-                self.apply(&StreamEvent::Task(task)).await?;
-                let events = self.projector.cancelled();
-                self.sink.emit(events).await
-            }
-            Err(e) => self.fail_with(&e).await,
-        }
-    }
-
-    /// `subscribeOnly`: snapshot the task, then follow it until it ends.
-    async fn subscribe_only(
-        &mut self,
-        upstream: &Resolved,
-        task_id: &str,
-    ) -> Result<(), Disconnected> {
-        let history = self.plan.options.history_length;
-        let task = match upstream.client.get_task(task_id, history).await {
-            Ok(t) => t,
-            Err(e) => return self.fail_with(&e).await,
-        };
-        self.follow(upstream, &task).await
-    }
-
-    /// Reattaches to `task` from its snapshot, then follows it until it ends.
-    async fn follow(&mut self, upstream: &Resolved, task: &Task) -> Result<(), Disconnected> {
-        let task_id = task.id.as_str();
-        let events = self.projector.reattach(task, &self.client_messages);
-        self.emit(events).await?;
-        if self.projector.is_finished() {
-            return Ok(());
-        }
-        if !upstream.streaming {
-            let msg = "the agent does not stream; cannot follow its task".to_owned();
-            return self.fail(RunError::UpstreamInvalid(msg)).await;
-        }
-        match upstream.client.subscribe(task_id).await {
-            Ok(stream) => self.pump(upstream, stream).await,
-            Err(e) => self.fail_with(&e).await,
-        }
     }
 }
