@@ -126,16 +126,20 @@ impl ProtocolVersion {
         }
     }
 
-    /// Params of `ListTasks` (1.0 only).
+    /// Params of `ListTasks` (1.0 only). A2A 1.0 leaves a task's artifacts out of a listing
+    /// unless `includeArtifacts` is set (a2a-sdk strips them): a conversation rebuilt from
+    /// the listing needs them (artifact text, ADK's new executor's tool calls).
     pub fn list_params(
         context_id: Option<&str>,
         page_size: u32,
         page_token: Option<&str>,
         history_length: u32,
+        include_artifacts: bool,
     ) -> Value {
         let mut params = serde_json::json!({
             "pageSize": page_size,
             "historyLength": history_length,
+            "includeArtifacts": include_artifacts,
         });
         if let Some(c) = context_id {
             params["contextId"] = Value::String(c.to_owned());

@@ -47,8 +47,8 @@ mod resume;
 
 use meter::{Disconnected, RunMeter, Sink, TaskFacts};
 
-/// Pick-up reads at most this many `ListTasks` pages of this many tasks, each task with at
-/// most [`PICK_UP_HISTORY`] messages (every page is bounded by `limits.max_event_bytes`, all
+/// Pick-up reads at most this many `ListTasks` pages of this many tasks, each task with its
+/// artifacts and at most [`PICK_UP_HISTORY`] messages (every page is bounded by `limits.max_event_bytes`, all
 /// of them together by `timeouts.upstream_call`).
 const PICK_UP_PAGES: usize = 5;
 const PICK_UP_PAGE_SIZE: u32 = 50;
@@ -557,6 +557,7 @@ impl Run {
                 PICK_UP_PAGE_SIZE,
                 PICK_UP_PAGES,
                 PICK_UP_HISTORY,
+                true,
             )
             .await;
         let mut tasks = match listed {

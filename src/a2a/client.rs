@@ -413,17 +413,24 @@ impl Client {
             .ok_or_else(|| not_a("Task", &result))
     }
 
-    /// `ListTasks`, filtered by context if given (1.0 only; newest first).
+    /// `ListTasks`, filtered by context if given (1.0 only; newest first); with the tasks'
+    /// artifacts if `include_artifacts`.
     pub async fn list_tasks(
         &self,
         context_id: Option<&str>,
         page_size: u32,
         page_token: Option<&str>,
         history_length: u32,
+        include_artifacts: bool,
     ) -> Result<TaskPage, ClientError> {
         let method = self.method(Operation::ListTasks, "ListTasks")?;
-        let params =
-            ProtocolVersion::list_params(context_id, page_size, page_token, history_length);
+        let params = ProtocolVersion::list_params(
+            context_id,
+            page_size,
+            page_token,
+            history_length,
+            include_artifacts,
+        );
         let result = self.call(method, params, None).await?;
         ProtocolVersion::decode_task_page(&result).ok_or_else(|| not_a("task page", &result))
     }
@@ -437,12 +444,19 @@ impl Client {
         page_size: u32,
         pages: usize,
         history_length: u32,
+        include_artifacts: bool,
     ) -> Result<Vec<Task>, ClientError> {
         let deadline = tokio::time::Instant::now() + self.call_timeout;
         let mut tasks = Vec::new();
         let mut token: Option<String> = None;
         for page_no in 0..pages {
-            let call = self.list_tasks(context_id, page_size, token.as_deref(), history_length);
+            let call = self.list_tasks(
+                context_id,
+                page_size,
+                token.as_deref(),
+                history_length,
+                include_artifacts,
+            );
             let page = match tokio::time::timeout_at(deadline, call).await {
                 Ok(Ok(page)) => page,
                 Ok(Err(e)) if page_no == 0 => return Err(e),

@@ -116,12 +116,17 @@ impl Rebuild {
         };
         let steps = self.replies.piece(&id, &text, piece);
         self.steps(steps);
+        // After the text, as the live projection reads it (`tools` module header).
+        for item in tools::in_parts(&artifact.parts) {
+            self.tool(item);
+        }
     }
 }
 
 /// The conversation of `tasks` (oldest first): each task's history, its artifacts, then its
 /// current status message, read with the live projection's rules (DESIGN §4, §6), so the
-/// ids and texts are those the client was shown live.
+/// ids and texts, and the tool calls wherever they travelled (messages or artifacts), are
+/// those the client was shown live.
 pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {
     let mut rebuild = Rebuild::default();
     let mut seen = std::collections::HashSet::new();

@@ -346,19 +346,34 @@ impl Projector {
         }
     }
 
-    /// Records the agent text of a task snapshot as already shown (it went out in a
-    /// `MESSAGES_SNAPSHOT`), so projecting the snapshot does not stream it again.
+    /// Records the agent text and tool calls of a task snapshot as already shown (they went
+    /// out in a `MESSAGES_SNAPSHOT`), so projecting the snapshot does not stream them again.
     fn mark_shown(&mut self, task: &Task) {
         for m in task.history.iter().chain(task.status.message.iter()) {
-            if m.role != Role::User && !m.message_id.is_empty() {
+            if m.role == Role::User {
+                continue;
+            }
+            if !m.message_id.is_empty() {
                 self.replies.shown(&m.message_id, &m.text());
             }
+            self.tools_shown(&m.parts);
         }
         for artifact in &task.artifacts {
             let key = history::artifact_key(&task.id, artifact);
             let text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
             self.replies
                 .shown(&history::artifact_message_id(&task.id, &key), &text);
+            self.tools_shown(&artifact.parts);
+        }
+    }
+
+    /// Records the tool calls and results among `parts` as already shown.
+    fn tools_shown(&mut self, parts: &[Part]) {
+        for item in tools::in_parts(parts) {
+            match item {
+                ToolItem::Call { id, .. } => self.tool_calls.insert(id),
+                ToolItem::Result { id, .. } => self.tool_results.insert(id),
+            };
         }
     }
 
@@ -718,7 +733,8 @@ impl Projector {
 
     /// DESIGN §6 tool-call row: a call becomes `TOOL_CALL_START/ARGS/END` (closing the text
     /// before it), a result `TOOL_CALL_RESULT`; each once per run, however often the
-    /// upstream repeats it (ADK sends a call in its event and again in the task's history).
+    /// upstream repeats it (ADK sends a call in its partial and its final event, and again in
+    /// the task's history or artifacts), from a message or an artifact alike.
     fn on_tool(&mut self, item: ToolItem, out: &mut Vec<Event>) {
         match item {
             ToolItem::Call { id, name, args } => {
@@ -786,7 +802,8 @@ impl Projector {
 
     /// DESIGN §6 artifact row: the artifact lives at `/view/artifacts/<id>` (or its
     /// metadata `path`); `append` adds parts at `/parts/-`; `lastChunk` sets `complete` and
-    /// the final `text`. Text parts also stream as an assistant text message.
+    /// the final `text`. Text parts also stream as an assistant text message, and tool call
+    /// and result parts become tool call events.
     fn on_artifact(
         &mut self,
         task_id: &str,
@@ -864,6 +881,14 @@ impl Projector {
         };
         let steps = self.replies.piece(&message_id, &chunk_text, piece);
         self.emit_steps(steps, out);
+        // ADK's new executor sends its function calls and responses as artifacts: tool calls
+        // as in a message, after the chunk's text (`tools` module header).
+        for item in tools::in_parts(&artifact.parts) {
+            if self.finished {
+                return;
+            }
+            self.on_tool(item, out);
+        }
     }
 
     /// A completed task's artifacts are complete, `lastChunk` or not: each one still open

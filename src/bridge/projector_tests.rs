@@ -813,10 +813,46 @@ fn every_framework_shows_its_reply_once_in_one_message() {
     }
 }
 
+/// A recorded run projected as `run.rs` projects it: a stream event by event; a blocking
+/// send's task result as a recovered snapshot after the sent message.
+fn project_run(path: &str) -> Vec<Value> {
+    if path.ends_with(".sse") {
+        return project(path);
+    }
+    let task = task_of(path);
+    let sent = task.history.first().map(|m| m.message_id.clone());
+    let mut p = Projector::new(frame(true));
+    let mut out = p.apply_recovered(&task, sent.as_deref());
+    out.extend(p.end_of_stream().unwrap_or_default());
+    checked(&out)
+}
+
+/// The task of a recorded blocking send or `GetTask` answer.
+fn task_of(path: &str) -> Task {
+    if let Some(Ok(StreamEvent::Task(task))) = items(path).into_iter().next() {
+        return task;
+    }
+    let envelope: Value = serde_json::from_str(&fixture(path)).unwrap();
+    version_of(path)
+        .decode_task(&envelope["result"].to_string())
+        .unwrap_or_else(|| panic!("{path}: a task"))
+}
+
 #[test]
 fn adk_tool_calls_are_tool_calls_shown_once() {
-    for path in ["frameworks/adk/tool.sse", "frameworks/adk/v0_3/tool.sse"] {
-        let events = project(path);
+    // The legacy executor sends calls and results in status messages (and its history); the
+    // new one (`executor-v2/`) in artifacts: the partial call, the same call again as the
+    // final replace of that artifact, the response as another artifact.
+    for path in [
+        "frameworks/adk/tool.sse",
+        "frameworks/adk/v0_3/tool.sse",
+        "frameworks/adk/stream-none/tool.sse",
+        "frameworks/adk/tool-send.json",
+        "frameworks/adk/v0_3/tool-send.json",
+        "frameworks/adk/executor-v2/tool.sse",
+        "frameworks/adk/executor-v2/tool-send.json",
+    ] {
+        let events = project_run(path);
         let starts: Vec<&Value> = events
             .iter()
             .filter(|e| e["type"] == "TOOL_CALL_START")
@@ -824,19 +860,31 @@ fn adk_tool_calls_are_tool_calls_shown_once() {
         assert_eq!(starts.len(), 1, "{path}: ADK sends each call twice");
         assert_eq!(starts[0]["toolCallName"], "get_weather");
         let id = starts[0]["toolCallId"].as_str().unwrap();
-        let args = events
+        let args: Vec<&Value> = events
             .iter()
-            .find(|e| e["type"] == "TOOL_CALL_ARGS")
-            .unwrap();
-        let args: Value = serde_json::from_str(args["delta"].as_str().unwrap()).unwrap();
-        assert_eq!(args, json!({"city": "Paris"}));
+            .filter(|e| e["type"] == "TOOL_CALL_ARGS")
+            .collect();
+        assert_eq!(args.len(), 1, "{path}");
+        assert_eq!(args[0]["toolCallId"], id);
+        let args: Value = serde_json::from_str(args[0]["delta"].as_str().unwrap()).unwrap();
+        assert_eq!(args, json!({"city": "Paris"}), "{path}");
+        assert_eq!(
+            types(&events)
+                .iter()
+                .filter(|t| **t == "TOOL_CALL_END")
+                .count(),
+            1,
+            "{path}"
+        );
         let results: Vec<&Value> = events
             .iter()
             .filter(|e| e["type"] == "TOOL_CALL_RESULT")
             .collect();
         assert_eq!(results.len(), 1, "{path}");
         assert_eq!(results[0]["toolCallId"], id);
-        assert!(results[0]["content"].as_str().unwrap().contains("sunny"));
+        assert_eq!(results[0]["messageId"], format!("{id}:result"));
+        let content: Value = serde_json::from_str(results[0]["content"].as_str().unwrap()).unwrap();
+        assert_eq!(content, json!({"forecast": "sunny"}), "{path}");
         let replies: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
         assert_eq!(replies, ["It is sunny in Paris."], "{path}");
         assert!(
@@ -844,6 +892,179 @@ fn adk_tool_calls_are_tool_calls_shown_once() {
             "{path}: nothing left as RAW"
         );
     }
+}
+
+/// What a run showed, in order, as the client's messages hold it: `["text", id, text]`,
+/// `["call", id, name, args]`, `["result", messageId, toolCallId, content]`.
+fn shown(events: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for e in events {
+        match e["type"].as_str().unwrap() {
+            "TEXT_MESSAGE_START" => out.push(json!(["text", e["messageId"], ""])),
+            "TEXT_MESSAGE_CONTENT" => {
+                let m = out
+                    .iter_mut()
+                    .find(|m| m[0] == "text" && m[1] == e["messageId"])
+                    .unwrap();
+                m[2] = json!(format!(
+                    "{}{}",
+                    m[2].as_str().unwrap(),
+                    e["delta"].as_str().unwrap()
+                ));
+            }
+            "TOOL_CALL_START" => out.push(json!(["call", e["toolCallId"], e["toolCallName"], ""])),
+            "TOOL_CALL_ARGS" => {
+                let m = out
+                    .iter_mut()
+                    .find(|m| m[0] == "call" && m[1] == e["toolCallId"])
+                    .unwrap();
+                m[3] = json!(format!(
+                    "{}{}",
+                    m[3].as_str().unwrap(),
+                    e["delta"].as_str().unwrap()
+                ));
+            }
+            "TOOL_CALL_RESULT" => out.push(json!([
+                "result",
+                e["messageId"],
+                e["toolCallId"],
+                e["content"]
+            ])),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The same view of rebuilt messages (`history::messages`), user turns left out.
+fn rebuilt(messages: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for m in messages.iter().filter(|m| m["role"] != "user") {
+        if m["role"] == "tool" {
+            out.push(json!(["result", m["id"], m["toolCallId"], m["content"]]));
+            continue;
+        }
+        for call in m["toolCalls"].as_array().into_iter().flatten() {
+            let f = &call["function"];
+            out.push(json!(["call", call["id"], f["name"], f["arguments"]]));
+        }
+        if let Some(text) = m["content"].as_str() {
+            out.push(json!(["text", m["id"], text]));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_rebuilt_thread_shows_the_tool_calls_of_the_live_run() {
+    // DESIGN §4: a thread read back shows the tool calls, results and text the live run
+    // showed, under the same ids and in the same order, wherever ADK carried them.
+    for (live, read_back) in [
+        (
+            "frameworks/adk/executor-v2/tool.sse",
+            "frameworks/adk/executor-v2/tool-get.json",
+        ),
+        (
+            "frameworks/adk/executor-v2/tool-send.json",
+            "frameworks/adk/executor-v2/tool-send.json",
+        ),
+        (
+            "frameworks/adk/tool-send.json",
+            "frameworks/adk/tool-send.json",
+        ),
+        (
+            "frameworks/adk/v0_3/tool-send.json",
+            "frameworks/adk/v0_3/tool-send.json",
+        ),
+    ] {
+        let live_view = shown(&project_run(live));
+        assert_eq!(
+            live_view
+                .iter()
+                .map(|m| m[0].as_str().unwrap())
+                .collect::<Vec<_>>(),
+            ["call", "result", "text"],
+            "{live}: {live_view:#?}"
+        );
+        let task = task_of(read_back);
+        assert_eq!(
+            rebuilt(&history::messages(&[&task])),
+            live_view,
+            "{read_back} rebuilds what {live} showed"
+        );
+    }
+}
+
+#[test]
+fn tool_calls_in_artifacts_are_shown_once_however_often_re_sent() {
+    // ADK's new executor when the model says something before calling: the text chunk, the
+    // call appended to the same artifact, then the final replace holding both; the response;
+    // the reply. Then the task again (a resubscribe snapshot), its history holding the call
+    // as a message too.
+    let call = json!({"data": {"id": "c1", "name": "get_weather", "args": {"city": "Paris"}},
+        "metadata": {"adk_type": "function_call"}});
+    let response = json!({"data": {"id": "c1", "name": "get_weather", "response": {"forecast": "sunny"}},
+        "metadata": {"adk_type": "function_response"}});
+    let check = json!({"text": "Let me check."});
+    let artifact = |id: &str, parts: Value, append: bool, last: bool| {
+        json!({"artifactUpdate": {"taskId": "T", "contextId": "C", "append": append, "lastChunk": last,
+            "artifact": {"artifactId": id, "parts": parts}}})
+    };
+    let mut results = vec![
+        working_task(),
+        artifact("A", json!([check]), false, false),
+        artifact("A", json!([call]), true, false),
+        artifact("A", json!([check, call]), false, true),
+        artifact("B", json!([response]), false, true),
+        artifact("B", json!([response]), false, true),
+        artifact("C", json!([{"text": "It is sunny."}]), false, true),
+    ];
+    let task = json!({"id": "T", "contextId": "C", "status": {"state": "TASK_STATE_COMPLETED"},
+        "history": [
+            {"messageId": "u", "role": "ROLE_USER", "parts": [{"text": "weather?"}]},
+            {"messageId": "m", "role": "ROLE_AGENT", "parts": [call]}],
+        "artifacts": [
+            {"artifactId": "A", "parts": [check, call]},
+            {"artifactId": "B", "parts": [response]},
+            {"artifactId": "C", "parts": [{"text": "It is sunny."}]}]});
+    let expected = json!([
+        ["text", "T:A", "Let me check."],
+        ["call", "c1", "get_weather", r#"{"city":"Paris"}"#],
+        ["result", "c1:result", "c1", r#"{"forecast":"sunny"}"#],
+        ["text", "T:C", "It is sunny."]
+    ]);
+    // Live, with the task re-sent whole at the end of the stream.
+    results.push(json!({"task": task}));
+    let events = project_results(&results, frame(true));
+    assert_eq!(json!(shown(&events)), expected, "{events:#?}");
+    assert_eq!(terminal(&events)["outcome"]["type"], "success");
+    // Recovered: the stream cut after the call, the rest from the snapshot, history included.
+    let mut p = Projector::new(frame(true));
+    let mut out = Vec::new();
+    for r in &results[..4] {
+        out.extend(p.apply(&ProtocolVersion::V1.decode_event(&r.to_string())));
+    }
+    let snapshot = ProtocolVersion::V1.decode_task(&task.to_string()).unwrap();
+    out.extend(p.apply_recovered(&snapshot, Some("u")));
+    assert_eq!(json!(shown(&checked(&out))), expected);
+    // Read back: ADK's task keeps the calls of its artifacts only there; a call also in the
+    // history is still shown once.
+    let mut read_back = task.clone();
+    read_back["history"].as_array_mut().unwrap().truncate(1);
+    let read_back = ProtocolVersion::V1
+        .decode_task(&read_back.to_string())
+        .unwrap();
+    assert_eq!(json!(rebuilt(&history::messages(&[&read_back]))), expected);
+    let calls = rebuilt(&history::messages(&[&snapshot]))
+        .into_iter()
+        .filter(|m| m[0] == "call")
+        .count();
+    assert_eq!(calls, 1);
+    // Reattached to the finished task: shown in the snapshot, not streamed again.
+    let mut p = Projector::new(frame(true));
+    let events = checked(&p.reattach(&snapshot, &[]));
+    assert!(shown(&events).is_empty(), "{events:#?}");
+    assert_eq!(terminal(&events)["outcome"]["type"], "success");
 }
 
 /// The interrupt a recorded stream ends with.
@@ -860,6 +1081,8 @@ fn each_framework_question_is_an_interrupt_with_a_question() {
         ("frameworks/strands/compliant/approve.sse", false),
         ("frameworks/adk/approve.sse", true),
         ("frameworks/adk/v0_3/approve.sse", true),
+        // ADK's new executor too keeps the call a question waits on in the status message.
+        ("frameworks/adk/executor-v2/approve.sse", true),
         ("frameworks/a2a_js/approve.sse", false),
     ] {
         let mut f = frame(true);

@@ -10,8 +10,19 @@
 //!
 //! A call without an id is not a call here (its id is what ties a result and a resume to it):
 //! such a part stays a `RAW` event.
+//!
+//! Where they travel: in agent and status messages (ADK's legacy executor, kagent, the
+//! gateway's lane), or in artifacts (ADK's new executor, `converters/from_adk_event.py`: every
+//! ADK event with parts becomes an artifact update, its function calls and responses
+//! included). Both the live projection and the history rebuild read an artifact's calls with
+//! [`in_parts`] *after* the artifact's text — the model writes its text before its calls, and
+//! a task's artifacts keep only their final version — so a rebuilt thread holds the calls in
+//! the order and under the ids the live run showed. Each call and result is shown once per
+//! call id, however often it is re-sent (ADK sends every call twice, and again in the task).
 
 use serde_json::Value;
+
+use crate::a2a::model::{Part, PartContent};
 
 /// Part `metadata` key naming the kind of an ADK part (`google/adk/a2a/converters/utils.py`).
 pub(crate) const ADK_TYPE: &str = "adk_type";
@@ -119,6 +130,14 @@ pub(crate) fn read(data: &Value, metadata: Option<&Value>) -> Option<ToolItem> {
     }
 }
 
+/// The tool calls and results among `parts`, in order.
+pub(crate) fn in_parts(parts: &[Part]) -> impl Iterator<Item = ToolItem> + '_ {
+    parts.iter().filter_map(|part| match &part.content {
+        PartContent::Data(data) => read(data, part.metadata.as_ref()),
+        _ => None,
+    })
+}
+
 /// The AG-UI id of the `tool` message carrying a call's result.
 pub(crate) fn result_message_id(call_id: &str) -> String {
     format!("{call_id}:result")
@@ -152,6 +171,26 @@ mod tests {
             })
         );
         assert_eq!(read(&call, None), None, "no metadata, no type: not a call");
+    }
+
+    #[test]
+    fn parts_yield_their_calls_and_results_in_order() {
+        let parts = [
+            Part::text("Let me check."),
+            Part {
+                metadata: Some(json!({"adk_type": "function_call"})),
+                ..Part::data(json!({"id": "adk-1", "name": "get_weather", "args": {}}))
+            },
+            Part::data(json!({"type": "agui-tool-result", "toolCallId": "adk-1", "content": "ok"})),
+            Part::data(json!({"forecast": "sunny"})),
+        ];
+        let ids: Vec<(bool, String)> = in_parts(&parts)
+            .map(|item| match item {
+                ToolItem::Call { id, .. } => (true, id),
+                ToolItem::Result { id, .. } => (false, id),
+            })
+            .collect();
+        assert_eq!(ids, [(true, "adk-1".into()), (false, "adk-1".into())]);
     }
 
     #[test]

@@ -2,14 +2,16 @@
 //! across agents — each scoped to its caller (DESIGN §11).
 //!
 //! Conversations come from the upstream's A2A 1.0 `ListTasks` (at most [`LIST_PAGES`]
-//! pages of [`LIST_PAGE_SIZE`] tasks, the newest, within one `timeouts.upstream_call`), grouped and given a status by
-//! `bridge::threads`. A context the gateway created belongs to the caller that created it
-//! and shows under that caller's threadId; someone else's is hidden (a 404 when asked for),
-//! unless the caller has scope `threads:all`; a context not created through the gateway is
-//! shown, under its contextId as threadId, only on agents with `visibility: shared` or to
-//! callers with `threads:all` (without inbound auth, the one anonymous caller). An A2A 0.3 upstream has no `ListTasks`: its list
-//! is empty with `source: "bindings"` (enumerating bindings is not supported by the stores
-//! yet), and a thread's detail is not available there.
+//! pages of [`LIST_PAGE_SIZE`] tasks, the newest, within one `timeouts.upstream_call`),
+//! grouped and given a status by `bridge::threads`; a list asks for no artifacts, a thread's
+//! detail asks for them (its messages are rebuilt from them too). A context the gateway
+//! created belongs to the caller that created it and shows under that caller's threadId;
+//! someone else's is hidden (a 404 when asked for), unless the caller has scope
+//! `threads:all`; a context not created through the gateway is shown, under its contextId as
+//! threadId, only on agents with `visibility: shared` or to callers with `threads:all`
+//! (without inbound auth, the one anonymous caller). An A2A 0.3 upstream has no `ListTasks`:
+//! its list is empty with `source: "bindings"` (enumerating bindings is not supported by the
+//! stores yet), and a thread's detail is not available there.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -159,9 +161,9 @@ pub(crate) async fn context_of(
     Ok(visible.then(|| thread_id.to_owned()))
 }
 
-/// The tasks of the thread's context, newest first, each with at most [`DETAIL_HISTORY`]
-/// messages: from `ListTasks`, or (A2A 0.3) the thread's last task as the binding store
-/// recorded it for `owner`.
+/// The tasks of the thread's context, newest first, each with its artifacts and at most
+/// [`DETAIL_HISTORY`] messages: from `ListTasks`, or (A2A 0.3) the thread's last task as the
+/// binding store recorded it for `owner`.
 pub(crate) async fn tasks_of(
     s: &AppState,
     agent: &Agent,
@@ -177,7 +179,7 @@ pub(crate) async fn tasks_of(
     if upstream.version() == ProtocolVersion::V1 {
         let page = upstream
             .client
-            .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY)
+            .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY, true)
             .await
             .map_err(|e| RunError::from(&e))?;
         return Ok(page
@@ -242,7 +244,7 @@ async fn visible_threads(
     }
     let tasks = upstream
         .client
-        .list_tasks_paged(None, LIST_PAGE_SIZE, LIST_PAGES, 0)
+        .list_tasks_paged(None, LIST_PAGE_SIZE, LIST_PAGES, 0, false)
         .await
         .unwrap_or_default();
     let mut visible = Vec::new();

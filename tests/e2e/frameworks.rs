@@ -1,9 +1,10 @@
 //! The gateway against REAL agent frameworks (`tests/frameworks/<fw>/`, each README describes
 //! the peer and its wire shapes): Google ADK (`to_a2a`, A2A 1.0, model streaming `sse` and
-//! `none`), strands-agents (A2A 0.3, `default` and `compliant` streaming), pydantic-ai through
-//! fasta2a (1.0 shapes) and the A2A JS SDK (1.0). Each peer is a scripted agent (no model
-//! key, no network) started once per test binary and shared; every test starts its own
-//! gateway naming that peer and drives it with the real AG-UI client (`@ag-ui/client`).
+//! `none`, and its new executor `v2`), strands-agents (A2A 0.3, `default` and `compliant`
+//! streaming), pydantic-ai through fasta2a (1.0 shapes) and the A2A JS SDK (1.0). Each peer
+//! is a scripted agent (no model key, no network) started once per test binary and shared;
+//! every test starts its own gateway naming that peer and drives it with the real AG-UI
+//! client (`@ag-ui/client`).
 //!
 //! Scripts (first word of the latest user message): `hello` streams "Hello from <fw>. This
 //! reply arrives in chunks."; `tool` calls get_weather(city=Paris) then says "It is sunny in
@@ -33,9 +34,11 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 const DRIVE_WITHIN: Duration = Duration::from_secs(90);
 
 /// Every peer this file starts: (framework, mode, A2A version it speaks).
-const PEERS: [(&str, &str, &str); 6] = [
+const PEERS: [(&str, &str, &str); 7] = [
     ("adk", "sse", "1.0"),
     ("adk", "none", "1.0"),
+    // ADK's new executor (model streaming `sse`): text and tool calls travel in artifacts.
+    ("adk", "v2", "1.0"),
     ("strands", "default", "0.3"),
     ("strands", "compliant", "0.3"),
     ("pydantic_ai", "default", "1.0"),
@@ -55,7 +58,7 @@ struct Peer {
 
 /// The shared peer of `fw` in `mode`, started on first use.
 fn peer(fw: &str, mode: &str) -> &'static Peer {
-    static CELLS: [OnceLock<Peer>; 6] = [const { OnceLock::new() }; 6];
+    static CELLS: [OnceLock<Peer>; PEERS.len()] = [const { OnceLock::new() }; PEERS.len()];
     let at = PEERS
         .iter()
         .position(|(f, m, _)| *f == fw && *m == mode)
@@ -86,9 +89,10 @@ fn start_peer(fw: &'static str, mode: &'static str, protocol: &'static str) -> P
         );
         let mut c = Command::new(python);
         c.arg(dir.join("agent.py"));
-        match fw {
-            "adk" => c.args(["--streaming", mode]),
-            "strands" => c.args(["--mode", mode]),
+        match (fw, mode) {
+            ("adk", "v2") => c.args(["--executor", "v2"]),
+            ("adk", _) => c.args(["--streaming", mode]),
+            ("strands", _) => c.args(["--mode", mode]),
             _ => &mut c,
         };
         c
@@ -323,27 +327,52 @@ async fn a2a_js_hello_is_one_streamed_reply() {
     hello("a2a_js", "default", true).await;
 }
 
-/// `tool` on one peer: the run succeeds with the reply once; returns the step.
-async fn tool(fw: &str, mode: &str) -> Value {
+/// A finished `tool` run: its gateway (still serving), the agent URL, the thread and the step.
+struct ToolRun {
+    _gw: Gateway,
+    url: String,
+    thread: String,
+    step: Value,
+}
+
+/// `tool` on one peer: the run succeeds with the reply once.
+async fn tool(fw: &str, mode: &str) -> ToolRun {
     let p = peer(fw, mode);
-    let (_gw, url) = gateway_for(fw, p).await;
+    let (gw, url) = gateway_for(fw, p).await;
+    let thread = thread(&format!("tool-{fw}-{mode}"));
     let mut steps = drive_steps(
         &url,
-        &thread(&format!("tool-{fw}-{mode}")),
+        &thread,
         json!([{"message": "tool weather in Paris?"}]),
     )
     .await;
-    let s = steps.remove(0);
+    let step = steps.remove(0);
     let what = format!("{fw} {mode} tool (peer log {})", p.log.display());
-    assert_finished(&s, "success", &what);
-    assert_reply_once(&s, SUNNY, &what);
-    s
+    assert_finished(&step, "success", &what);
+    assert_reply_once(&step, SUNNY, &what);
+    ToolRun {
+        _gw: gw,
+        url,
+        thread,
+        step,
+    }
+}
+
+/// How many events of `kind` name tool call `id`.
+fn tool_events(step: &Value, kind: &str, id: &Value) -> usize {
+    step["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == kind && e["toolCallId"] == *id)
+        .count()
 }
 
 /// ADK shows its function call and response on the wire: the client gets the tool call with
-/// its arguments and the tool result.
-async fn adk_tool(mode: &str) {
-    let s = tool("adk", mode).await;
+/// its arguments and the tool result, each once (ADK sends them more than once).
+async fn adk_tool(mode: &str) -> ToolRun {
+    let run = tool("adk", mode).await;
+    let s = &run.step;
     let what = format!("adk {mode} tool");
     let messages = s["messages"].as_array().unwrap();
     let calls: Vec<&Value> = messages
@@ -356,7 +385,7 @@ async fn adk_tool(mode: &str) {
         calls.len(),
         1,
         "{what}: one get_weather tool call:{}",
-        brief(&s)
+        brief(s)
     );
     let call = calls[0];
     let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap_or(""))
@@ -376,13 +405,23 @@ async fn adk_tool(mode: &str) {
         1,
         "{what}: one tool message for call {}:{}",
         call["id"],
-        brief(&s)
+        brief(s)
     );
     assert!(
         content(results[0]).contains("sunny"),
         "{what}: the tool result: {}",
         results[0]
     );
+    for kind in ["TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"] {
+        assert_eq!(
+            tool_events(s, kind, &call["id"]),
+            1,
+            "{what}: one {kind} for call {}:{}",
+            call["id"],
+            brief(s)
+        );
+    }
+    run
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -393,6 +432,51 @@ async fn adk_sse_tool_call_and_result_reach_the_client() {
 #[tokio::test(flavor = "multi_thread")]
 async fn adk_none_tool_call_and_result_reach_the_client() {
     adk_tool("none").await;
+}
+
+/// The messages as a thread shows them, for comparison: `(id, role, content, tool call ids and
+/// names, toolCallId)`; activity messages left out, content trimmed.
+fn thread_view(messages: &Value) -> Vec<Value> {
+    messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "activity")
+        .map(|m| {
+            let calls: Vec<Value> = m["toolCalls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| json!([c["id"], c["function"]["name"], c["function"]["arguments"]]))
+                .collect();
+            json!([
+                m["id"],
+                m["role"],
+                m["content"].as_str().unwrap_or_default().trim(),
+                calls,
+                m["toolCallId"]
+            ])
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adk_v2_tool_call_and_result_reach_the_client_and_reload_the_same() {
+    // ADK's new executor puts function_call / function_response in artifacts, not in status
+    // messages; the thread read back (`GET /agents/adk/threads/{threadId}`, rebuilt from the
+    // task's artifacts) shows the same tool call and result under the same ids.
+    let run = adk_tool("v2").await;
+    let url = format!("{}/threads/{}", run.url, run.thread);
+    let resp = reqwest::get(&url).await.unwrap();
+    assert_eq!(resp.status(), 200, "GET {url}");
+    let detail: Value = resp.json().await.unwrap();
+    assert_eq!(
+        thread_view(&detail["messages"]),
+        thread_view(&run.step["messages"]),
+        "adk v2 tool: the reloaded thread differs from the live run:{}\n  reloaded: {}",
+        brief(&run.step),
+        detail["messages"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,8 +1,10 @@
 """Records the wire fixtures of agent.py into fixtures/a2a/frameworks/adk/.
 
-Usage (from this directory): .venv/bin/python record.py
+Usage (from this directory): .venv/bin/python record.py [VARIANT ...] [--only SCENARIO ...]
 Starts agent.py once per variant (port 0), sends the scenarios with httpx and stores every
 JSON-RPC request body (pretty) and the raw response bytes exactly as the server sent them.
+Without arguments every variant and scenario is recorded; `record.py executor-v2 --only tool`
+re-records one scenario (`hello`, `tool`, `approve`, `approve-wrong`, `send`) of one variant.
 
 Variants (directory under fixtures/a2a/frameworks/adk/):
   .               A2A 1.0 methods, legacy executor (ADK's default), --streaming sse
@@ -11,6 +13,7 @@ Variants (directory under fixtures/a2a/frameworks/adk/):
   executor-v2/    A2A 1.0, --executor v2 (ADK's new executor, opt-in)
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -148,35 +151,44 @@ class Recorder:
         ]
 
 
-def record_variant(rec: Recorder, with_send: bool):
-    rec.stream("hello", rec.message("msg-hello", [rec.text_part("hello")]))
-    rec.stream("tool", rec.message("msg-tool", [rec.text_part("tool")]))
+SCENARIOS = ("hello", "tool", "approve", "approve-wrong", "send")
 
-    ev = rec.stream("approve", rec.message("msg-approve", [rec.text_part("approve")]))
-    task_id, context_id = rec.ids(ev)
-    call = rec.pending_call(ev)
-    rec.stream(
-        "approve-resume",
-        rec.message("msg-approve-resume", rec.resume_parts(call), task_id, context_id),
-    )
-    rec.get("approve-get", task_id)
 
-    # The wrong shape: a plain text part only, on a second approve task.
-    ev = rec.stream("approve-wrong-resume.setup", rec.message("msg-approve-2", [rec.text_part("approve")]))
-    task_id, context_id = rec.ids(ev)
-    call2 = rec.pending_call(ev)
-    rec.stream(
-        "approve-wrong-resume",
-        rec.message("msg-approve-wrong-resume", [rec.text_part(ANSWER)], task_id, context_id),
-    )
-    rec.get("approve-wrong-resume-get", task_id)
-    # Then the right shape on that same task.
-    rec.stream(
-        "approve-late-resume",
-        rec.message("msg-approve-late-resume", rec.resume_parts(call2), task_id, context_id),
-    )
+def record_variant(rec: Recorder, with_send: bool, only=SCENARIOS):
+    if "hello" in only:
+        rec.stream("hello", rec.message("msg-hello", [rec.text_part("hello")]))
+    if "tool" in only:
+        ev = rec.stream("tool", rec.message("msg-tool", [rec.text_part("tool")]))
+        # The task as a thread reload reads it (where the v2 executor keeps the calls).
+        rec.get("tool-get", rec.ids(ev)[0])
 
-    if with_send:
+    if "approve" in only:
+        ev = rec.stream("approve", rec.message("msg-approve", [rec.text_part("approve")]))
+        task_id, context_id = rec.ids(ev)
+        call = rec.pending_call(ev)
+        rec.stream(
+            "approve-resume",
+            rec.message("msg-approve-resume", rec.resume_parts(call), task_id, context_id),
+        )
+        rec.get("approve-get", task_id)
+
+    if "approve-wrong" in only:
+        # The wrong shape: a plain text part only, on a second approve task.
+        ev = rec.stream("approve-wrong-resume.setup", rec.message("msg-approve-2", [rec.text_part("approve")]))
+        task_id, context_id = rec.ids(ev)
+        call2 = rec.pending_call(ev)
+        rec.stream(
+            "approve-wrong-resume",
+            rec.message("msg-approve-wrong-resume", [rec.text_part(ANSWER)], task_id, context_id),
+        )
+        rec.get("approve-wrong-resume-get", task_id)
+        # Then the right shape on that same task.
+        rec.stream(
+            "approve-late-resume",
+            rec.message("msg-approve-late-resume", rec.resume_parts(call2), task_id, context_id),
+        )
+
+    if with_send and "send" in only:
         rec.send("hello-send", rec.message("msg-hello-send", [rec.text_part("hello")]))
         rec.send("tool-send", rec.message("msg-tool-send", [rec.text_part("tool")]))
         ev = rec.send("approve-send", rec.message("msg-approve-send", [rec.text_part("approve")]))
@@ -195,7 +207,16 @@ def main():
         ("stream-none", "1.0", ["--streaming", "none"], False),
         ("executor-v2", "1.0", ["--executor", "v2"], True),
     ]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("variant", nargs="*", help="directories to record (default: all)")
+    parser.add_argument("--only", nargs="+", choices=SCENARIOS, default=SCENARIOS)
+    args = parser.parse_args()
+    unknown = set(args.variant) - {v[0] for v in variants}
+    if unknown:
+        parser.error(f"unknown variant(s) {sorted(unknown)}; known: {[v[0] for v in variants]}")
     for directory, version, flags, with_send in variants:
+        if args.variant and directory not in args.variant:
+            continue
         proc, base = start(*flags)
         try:
             out = OUT / directory
@@ -203,7 +224,7 @@ def main():
             if directory == ".":
                 card = rec.http.get(base + ".well-known/agent-card.json").content
                 (out / "agent-card.json").write_bytes(card)
-            record_variant(rec, with_send)
+            record_variant(rec, with_send, args.only)
             print(f"recorded {out.relative_to(ROOT)} from {base}", file=sys.stderr)
         finally:
             proc.terminate()
