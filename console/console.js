@@ -1,6 +1,9 @@
 // The review console (DESIGN §3, §7): a plain client of the gateway's own HTTP API.
-// The API key is typed once and kept in sessionStorage (this tab only); every call carries it
-// as `Authorization: Bearer`. Nothing is loaded from anywhere but this gateway.
+// On load it connects without a key; only a 401 (inbound auth) asks for one. The API key is
+// typed once and kept in sessionStorage (this tab only); every call carries it as
+// `Authorization: Bearer`. Nothing is loaded from anywhere but this gateway.
+// An agent the gateway cannot read is said so ("could not be reached"), in the inbox
+// (its `unavailable`) and in that agent's list (a 502/504): never an empty list in its place.
 
 const KEY_STORE = "agui-a2a-gateway.console.key";
 const POLL_MS = 4000;
@@ -195,7 +198,11 @@ export function sseParser(onEvent) {
 // ---------------------------------------------------------------------------------------
 // Connecting
 
-async function connect(key) {
+/**
+ * Connects with `key` (none: without a key). `firstTry`: the keyless attempt made on load,
+ * whose 401 only means the gateway wants a key: it asks for one, it is not an error.
+ */
+async function connect(key, firstTry = false) {
   ui.key = key || null;
   const conn = $("conn");
   conn.className = "conn";
@@ -205,11 +212,14 @@ async function connect(key) {
     ui.agents = agents || [];
   } catch (err) {
     ui.connected = false;
-    conn.className = "conn bad";
-    conn.textContent = err instanceof ApiError && err.status === 401
-      ? "The gateway refused this key."
-      : "Not connected.";
-    showError(err);
+    const refused = err instanceof ApiError && err.status === 401;
+    if (refused && firstTry) {
+      conn.textContent = "This gateway needs an API key: enter it above.";
+    } else {
+      conn.className = "conn bad";
+      conn.textContent = refused ? "The gateway refused this key." : "Not connected.";
+      showError(err);
+    }
     $("key").focus();
     return;
   }
@@ -236,7 +246,7 @@ function forget() {
   $("forget").hidden = true;
   $("key").placeholder = "";
   $("conn").className = "conn";
-  $("conn").textContent = "Key forgotten. Not connected.";
+  $("conn").textContent = "Key forgotten. Not connected: enter a key to connect.";
   $("key").focus();
 }
 
@@ -302,31 +312,63 @@ function replaceList(list, items) {
   }
 }
 
+/** The codes of an agent the gateway could not read (a 502 / 504, or the inbox's `unavailable`). */
+const UNREACHABLE = { upstream_unavailable: "", upstream_timeout: " in time" };
+
+/** The line that stands for an agent's threads when the gateway could not read them. */
+function unreachableItem(agent, code, detail) {
+  return el(
+    "li",
+    { class: "unreachable", "data-agent": agent },
+    el("strong", { text: `Agent ${agent} could not be reached${UNREACHABLE[code] ?? ""}.` }),
+    " ",
+    el("span", { text: "Its conversations are not shown." }),
+    detail ? el("span", { class: "detail", text: detail }) : null,
+  );
+}
+
 async function refreshLists() {
   if (!ui.connected) return;
   try {
     const inbox = await getJson("/threads?status=input-required");
     const items = (inbox.threads || []).map((t) => threadButton(t, t.agent));
-    replaceList(
-      $("inbox"),
-      items.length ? items : [el("li", { class: "muted", text: "Nothing waits for a human." })],
-    );
+    const down = (inbox.unavailable || []).map((u) => unreachableItem(u.agent, u.code));
+    // "Nothing waits" only for agents that answered: an unreachable one says so instead.
+    const nothing = down.length
+      ? "Nothing waits for a human on the other agents."
+      : "Nothing waits for a human.";
+    const answered = down.length < ui.agents.length;
+    replaceList($("inbox"), [
+      ...down,
+      ...(items.length ? items : answered ? [el("li", { class: "muted", text: nothing })] : []),
+    ]);
+    const downText = down.length
+      ? ` · ${down.length} agent${down.length === 1 ? "" : "s"} could not be reached`
+      : "";
     $("inbox-status").textContent =
-      `${items.length} waiting · updated ${new Date().toLocaleTimeString()}`;
-    if (ui.agent) {
-      const mine = await getJson(`/agents/${enc(ui.agent)}/threads?pageSize=20`);
-      const list = (mine.threads || []).map((t) => threadButton(t, ui.agent));
-      replaceList(
-        $("agent-threads"),
-        list.length ? list : [el("li", { class: "muted", text: "No conversations yet." })],
-      );
-    }
+      `${items.length} waiting${downText} · updated ${new Date().toLocaleTimeString()}`;
+    if (ui.agent) await refreshAgentThreads(ui.agent);
     ui.polled = true;
   } catch (err) {
     $("inbox-status").textContent = "Could not refresh.";
     showError(err);
     if (err instanceof ApiError && err.status === 401) stopPolling();
   }
+}
+
+/** The agent's conversations; when the gateway cannot read the agent, that (not an empty list). */
+async function refreshAgentThreads(agent) {
+  let items;
+  try {
+    const mine = await getJson(`/agents/${enc(agent)}/threads?pageSize=20`);
+    items = (mine.threads || []).map((t) => threadButton(t, agent));
+    if (!items.length) items = [el("li", { class: "muted", text: "No conversations yet." })];
+  } catch (err) {
+    if (!(err instanceof ApiError && Object.hasOwn(UNREACHABLE, err.code))) throw err;
+    items = [unreachableItem(agent, err.code, err.message)];
+  }
+  // The reviewer may have picked another agent meanwhile.
+  if (agent === ui.agent) replaceList($("agent-threads"), items);
 }
 
 function startPolling() {
@@ -816,9 +858,10 @@ function init() {
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden && ui.connected) refreshLists();
   });
+  // A key kept for this tab, else none: an open gateway needs no click; one with inbound
+  // auth answers 401 and the console asks for a key.
   const saved = sessionStorage.getItem(KEY_STORE);
-  if (saved) connect(saved);
-  else $("key").focus();
+  connect(saved, !saved);
 }
 
 init();

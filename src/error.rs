@@ -75,7 +75,7 @@ pub(crate) enum RequestError {
     /// A route that exists, asked with another method.
     #[error("this route does not take that method")]
     MethodNotAllowed,
-    /// An agent a listing needs could not be read (docs/design.md: never an empty list).
+    /// An agent a listing needs could not be read (DESIGN §3: never an empty list in its place).
     #[error("{0}")]
     UpstreamUnavailable(String),
     /// An agent a listing needs did not answer within `timeouts.upstream_call`.

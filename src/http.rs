@@ -539,6 +539,70 @@ mod tests {
         assert_eq!(listed, codes);
     }
 
+    /// An agent that cannot be read (here: nothing listens at its URL, so its card is never
+    /// read) is a 502 on its thread list and its thread, and is named in the inbox's
+    /// `unavailable` — never an empty list (DESIGN §3). The OpenAPI's codes for it are the
+    /// request errors'.
+    #[tokio::test]
+    async fn an_agent_that_cannot_be_read_is_never_an_empty_list() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let config = crate::config::settings(
+            Default::default(),
+            crate::config::Overrides {
+                agents: vec![format!("down=http://{closed}")],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut s = state();
+        s.registry = Arc::new(Registry::new(
+            config.agents,
+            reqwest::Client::new(),
+            Duration::from_secs(1),
+            1024,
+        ));
+        let get = |uri: &str| {
+            let req = HttpRequest::builder().uri(uri).body(Body::empty()).unwrap();
+            let app = router(s.clone());
+            async move {
+                let resp = app.oneshot(req).await.unwrap();
+                let status = resp.status();
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                    .await
+                    .unwrap();
+                let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                (status, body)
+            }
+        };
+        for uri in ["/agents/down/threads", "/agents/down/threads/t1"] {
+            let (status, body) = get(uri).await;
+            assert_eq!(status, StatusCode::BAD_GATEWAY, "{uri}: {body}");
+            assert_eq!(body["error"]["code"], "upstream_unavailable", "{body}");
+            assert!(
+                body["message"].as_str().unwrap().contains("down"),
+                "names the agent: {body}"
+            );
+        }
+        let (status, inbox) = get("/threads?status=input-required").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            inbox["unavailable"],
+            json!([{"agent": "down", "code": "upstream_unavailable"}])
+        );
+        assert_eq!(inbox["threads"], json!([]));
+
+        let spec: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let codes = &spec["components"]["schemas"]["Unavailable"]["properties"]["code"]["enum"];
+        let upstream = [
+            RequestError::UpstreamUnavailable(String::new()),
+            RequestError::UpstreamTimeout(String::new()),
+        ];
+        assert_eq!(*codes, json!(upstream.map(|e| e.code())));
+    }
+
     /// Every operation in `openapi/openapi.json` is routed (no fallback 404, no 405), so
     /// the checked-in description cannot drift from the router.
     #[tokio::test]

@@ -51,6 +51,14 @@ pub enum ClientError {
     Unsupported(&'static str, &'static str),
 }
 
+impl ClientError {
+    /// The upstream does not know the task (A2A `TaskNotFoundError`, the same code in 1.0
+    /// and 0.3): it never existed there, or it expired.
+    pub fn is_task_not_found(&self) -> bool {
+        matches!(self, Self::Rpc(rpc) if rpc.code == super::rpc_code::TASK_NOT_FOUND)
+    }
+}
+
 /// A stream of upstream events; ends after an error item.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ClientError>> + Send>>;
 

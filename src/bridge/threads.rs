@@ -1,6 +1,8 @@
 //! Conversations as the threads API shows them (DESIGN §3): A2A tasks grouped by context,
-//! newest first, each with a status read from its last task. Pure: the HTTP layer fetches
-//! the tasks (A2A 1.0 `ListTasks`) or the bindings and pages over what this returns.
+//! newest first, each with a status read from its last task; and the inbox across agents,
+//! where an agent that could not be read is named in `unavailable`, never left out as if it
+//! had nothing to show. Pure: the HTTP layer fetches the tasks (A2A 1.0 `ListTasks`) or the
+//! bindings, decides which agents could not be read, and pages over what this returns.
 
 use serde::Serialize;
 
@@ -109,6 +111,55 @@ pub(crate) fn summarize(tasks: &[Task], thread_of: impl Fn(&str) -> String) -> V
     out
 }
 
+/// An agent whose conversations could not be read, as the inbox names it (DESIGN §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Unavailable {
+    pub agent: String,
+    /// The request error's code: `upstream_unavailable` or `upstream_timeout`.
+    pub code: &'static str,
+}
+
+/// One conversation in the inbox: a thread and its agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct InboxThread {
+    pub agent: String,
+    #[serde(flatten)]
+    pub thread: ThreadSummary,
+}
+
+/// The inbox across agents: every conversation read, newest first, and the agents that could
+/// not be read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Inbox {
+    pub threads: Vec<InboxThread>,
+    pub unavailable: Vec<Unavailable>,
+}
+
+/// Merges each agent's conversations (or the code of why they could not be read) into the
+/// inbox: threads newest first by their last task's time (those without one last; agents
+/// keep their order on ties), unreadable agents in `unavailable`, in the order given.
+pub(crate) fn inbox(
+    per_agent: impl IntoIterator<Item = (String, Result<Vec<ThreadSummary>, &'static str>)>,
+) -> Inbox {
+    let mut out = Inbox::default();
+    for (agent, read) in per_agent {
+        match read {
+            Ok(threads) => out
+                .threads
+                .extend(threads.into_iter().map(|thread| InboxThread {
+                    agent: agent.clone(),
+                    thread,
+                })),
+            Err(code) => out.unavailable.push(Unavailable { agent, code }),
+        }
+    }
+    out.threads.sort_by(|a, b| {
+        let at = |t: &InboxThread| t.thread.last_task.updated_at.clone();
+        at(b).cmp(&at(a))
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +187,46 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&threads[0]).unwrap()["status"],
             "input-required"
+        );
+    }
+
+    #[test]
+    fn the_inbox_merges_agents_newest_first_and_names_those_not_read() {
+        let a = summarize(
+            &[
+                task("a2", "ca2", "input-required", "2026-01-04"),
+                task("a1", "ca1", "completed", "2026-01-01"),
+            ],
+            str::to_owned,
+        );
+        let b = summarize(&[task("b1", "cb1", "working", "2026-01-02")], str::to_owned);
+        let merged = inbox([
+            ("a".to_owned(), Ok(a)),
+            ("down".to_owned(), Err("upstream_unavailable")),
+            ("b".to_owned(), Ok(b)),
+            ("slow".to_owned(), Err("upstream_timeout")),
+        ]);
+        let order: Vec<(&str, &str)> = merged
+            .threads
+            .iter()
+            .map(|t| (t.agent.as_str(), t.thread.last_task.id.as_str()))
+            .collect();
+        assert_eq!(order, [("a", "a2"), ("b", "b1"), ("a", "a1")]);
+        assert_eq!(
+            serde_json::to_value(&merged.unavailable).unwrap(),
+            json!([{"agent": "down", "code": "upstream_unavailable"},
+                {"agent": "slow", "code": "upstream_timeout"}])
+        );
+        let item = serde_json::to_value(&merged.threads[0]).unwrap();
+        assert_eq!(
+            (&item["agent"], &item["threadId"], &item["status"]),
+            (&json!("a"), &json!("ca2"), &json!("input-required"))
+        );
+        let quiet = inbox([("quiet".to_owned(), Ok(Vec::new()))]);
+        assert_eq!(
+            quiet,
+            Inbox::default(),
+            "an agent with nothing is not unavailable"
         );
     }
 

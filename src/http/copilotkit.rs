@@ -121,7 +121,7 @@ async fn connect(
     };
     let tasks = match threads::tasks_of(&s, &agent, &caller.name, &thread_id, &context_id).await {
         Ok(tasks) => tasks,
-        Err(e) => return Ok(stream(vec![failed(&s, &input, &e)])),
+        Err(e) => return Ok(stream(vec![failed(&s, &input, &RunError::from(&e))])),
     };
     let Some(last) = tasks.first() else {
         return Ok(stream(Vec::new()));
@@ -175,7 +175,9 @@ async fn cancel_live(
     thread_id: &str,
     context_id: &str,
 ) -> Result<usize, RunError> {
-    let tasks = threads::tasks_of(s, agent, &caller.name, thread_id, context_id).await?;
+    let tasks = threads::tasks_of(s, agent, &caller.name, thread_id, context_id)
+        .await
+        .map_err(|e| RunError::from(&e))?;
     let live = tasks.iter().filter(|t| {
         let state = &t.status.state;
         !state.is_terminal() && !state.is_interrupted()

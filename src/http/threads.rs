@@ -4,14 +4,23 @@
 //! Conversations come from the upstream's A2A 1.0 `ListTasks` (at most [`LIST_PAGES`]
 //! pages of [`LIST_PAGE_SIZE`] tasks, the newest, within one `timeouts.upstream_call`),
 //! grouped and given a status by `bridge::threads`; a list asks for no artifacts, a thread's
-//! detail asks for them (its messages are rebuilt from them too). A context the gateway
-//! created belongs to the caller that created it and shows under that caller's threadId;
-//! someone else's is hidden (a 404 when asked for), unless the caller has scope
-//! `threads:all`; a context not created through the gateway is shown, under its contextId as
-//! threadId, only on agents with `visibility: shared` or to callers with `threads:all`
-//! (without inbound auth, the one anonymous caller). An A2A 0.3 upstream has no `ListTasks`:
-//! its list is empty with `source: "bindings"` (enumerating bindings is not supported by the
-//! stores yet), and a thread's detail is not available there.
+//! detail asks for them (its messages are rebuilt from them too). A context the gateway created belongs to the caller that created it
+//! and shows under that caller's threadId; someone else's is hidden (a 404 when asked for),
+//! unless the caller has scope `threads:all`; a context not created through the gateway is
+//! shown, under its contextId as threadId, only on agents with `visibility: shared` or to
+//! callers with `threads:all` (without inbound auth, the one anonymous caller). An A2A 0.3
+//! upstream has no `ListTasks`: its list is the caller's own threads as the binding store
+//! knows them, each read with `GetTask` (`source: "bindings"`).
+//!
+//! An agent that cannot be read never looks like an empty list (DESIGN §3): its card not
+//! read, its `ListTasks` failed, or (0.3) a `GetTask` failed or the reads overran
+//! `timeouts.upstream_call`. Then its list and a thread's detail answer `502
+//! upstream_unavailable` / `504 upstream_timeout` ([`RequestError::from`] a client error),
+//! and the inbox answers the agents it could read plus `unavailable: [{agent, code}]` for the
+//! others. The only upstream answer taken as "nothing there" is a task the upstream says it
+//! does not know (expired): that thread is left out of a 0.3 list, and its detail is a 404.
+
+use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -21,14 +30,15 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::AppState;
+use crate::a2a::client::ClientError;
 use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
 use crate::auth::Caller;
 use crate::bridge::state::ClientView;
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
-use crate::error::{RequestError, RunError};
-use crate::registry::Agent;
+use crate::error::RequestError;
+use crate::registry::{Agent, Resolved};
 
 /// `ListTasks` pages read for a list, and tasks per page.
 const LIST_PAGES: usize = 5;
@@ -74,36 +84,51 @@ pub(crate) async fn list(
         .registry
         .get(&name)
         .ok_or(RequestError::UnknownAgent(name))?;
-    let (threads, source) = visible_threads(&s, &agent, &caller).await;
+    let (threads, source) = visible_threads(&s, &agent, &caller).await?;
     let items: Vec<Value> = threads.iter().map(|t| json!(t)).collect();
-    page(items, source, &q)
+    Ok(Json(page(items, source, &q)?))
 }
 
-/// `GET /threads`: every agent's visible conversations, newest first, each with `agent`.
+/// `GET /threads`: every agent's visible conversations, newest first, each with `agent`;
+/// the agents that could not be read in `unavailable` (always present).
 pub(crate) async fn inbox(
     State(s): State<AppState>,
     caller: Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
     let q = query(q)?;
-    let mut items: Vec<(Option<String>, Value)> = Vec::new();
-    let mut sources = Vec::new();
-    for agent in s.registry.all() {
-        let (threads, source) = visible_threads(&s, agent, &caller).await;
-        sources.push(source);
-        for t in threads {
-            let mut item = json!(t);
-            item["agent"] = json!(agent.settings.name);
-            items.push((t.last_task.updated_at.clone(), item));
+    // Every agent at once: one that does not answer costs the inbox one
+    // `timeouts.upstream_call`, not one per agent.
+    let reads = s.registry.all().map(|agent| {
+        let (s, caller) = (&s, &caller);
+        async move {
+            let name = agent.settings.name.clone();
+            let read = visible_threads(s, agent, caller).await;
+            if let Err(e) = &read {
+                tracing::warn!(agent = %name, code = e.code(), error = %e,
+                    "the inbox could not read an agent's conversations");
+            }
+            (name, read)
         }
-    }
-    items.sort_by(|a, b| b.0.cmp(&a.0));
-    let source = if sources.iter().all(|s| *s == SOURCE_UPSTREAM) {
+    });
+    let read = futures::future::join_all(reads).await;
+    let source = if read
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .all(|(_, source)| *source == SOURCE_UPSTREAM)
+    {
         SOURCE_UPSTREAM
     } else {
         SOURCE_BINDINGS
     };
-    page(items.into_iter().map(|(_, v)| v).collect(), source, &q)
+    let inbox = threads::inbox(
+        read.into_iter()
+            .map(|(name, r)| (name, r.map(|(t, _)| t).map_err(|e| e.code()))),
+    );
+    let items: Vec<Value> = inbox.threads.iter().map(|t| json!(t)).collect();
+    let mut body = page(items, source, &q)?;
+    body["unavailable"] = json!(inbox.unavailable);
+    Ok(Json(body))
 }
 
 /// `GET /agents/{name}/threads/{threadId}`: the conversation with its messages (rebuilt from
@@ -120,9 +145,12 @@ pub(crate) async fn detail(
     let context_id = context_of(&s, &agent, &caller, &thread_id)
         .await?
         .ok_or(RequestError::UnknownThread)?;
-    let mut tasks = tasks_of(&s, &agent, &caller.name, &thread_id, &context_id)
-        .await
-        .map_err(|_| RequestError::UnknownThread)?;
+    let mut tasks = match tasks_of(&s, &agent, &caller.name, &thread_id, &context_id).await {
+        Ok(tasks) => tasks,
+        // A2A 0.3: the thread's last task is gone upstream (expired).
+        Err(e) if e.is_task_not_found() => return Err(RequestError::UnknownThread),
+        Err(e) => return Err(RequestError::from(&e)),
+    };
     let summary = threads::summarize(&tasks, |_| thread_id.clone())
         .into_iter()
         .next()
@@ -170,18 +198,13 @@ pub(crate) async fn tasks_of(
     owner: &str,
     thread_id: &str,
     context_id: &str,
-) -> Result<Vec<Task>, RunError> {
-    let upstream = s
-        .registry
-        .resolve_as(agent, owner)
-        .await
-        .map_err(RunError::UpstreamUnavailable)?;
+) -> Result<Vec<Task>, ClientError> {
+    let upstream = resolve(s, agent, owner).await?;
     if upstream.version() == ProtocolVersion::V1 {
         let page = upstream
             .client
             .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY, true)
-            .await
-            .map_err(|e| RunError::from(&e))?;
+            .await?;
         return Ok(page
             .tasks
             .into_iter()
@@ -202,9 +225,17 @@ pub(crate) async fn tasks_of(
     let task = upstream
         .client
         .get_task(&task_id, Some(DETAIL_HISTORY))
-        .await
-        .map_err(|e| RunError::from(&e))?;
+        .await?;
     Ok(vec![task])
+}
+
+/// The agent's resolution for calls made on behalf of `owner`. An agent whose card cannot be
+/// read is unavailable, like an upstream that refuses the connection.
+async fn resolve(s: &AppState, agent: &Agent, owner: &str) -> Result<Arc<Resolved>, ClientError> {
+    s.registry
+        .resolve_as(agent, owner)
+        .await
+        .map_err(ClientError::Unavailable)
 }
 
 /// The state the run path would have projected for the conversation's last task, and its
@@ -230,23 +261,25 @@ fn projected_state(
     (state, pending)
 }
 
-/// The conversations of `agent` the caller may see, newest first, and their source.
+/// The conversations of `agent` the caller may see, newest first, and their source; a 502
+/// or 504 when the agent cannot be read.
 async fn visible_threads(
     s: &AppState,
     agent: &Agent,
     caller: &Caller,
-) -> (Vec<ThreadSummary>, &'static str) {
-    let Ok(upstream) = s.registry.resolve_as(agent, &caller.name).await else {
-        return (Vec::new(), SOURCE_UPSTREAM);
-    };
+) -> Result<(Vec<ThreadSummary>, &'static str), RequestError> {
+    let upstream = resolve(s, agent, &caller.name)
+        .await
+        .map_err(|e| RequestError::from(&e))?;
     if upstream.version() != ProtocolVersion::V1 {
-        return (from_bindings(s, agent, caller).await, SOURCE_BINDINGS);
+        let threads = from_bindings(s, agent, caller, &upstream).await?;
+        return Ok((threads, SOURCE_BINDINGS));
     }
     let tasks = upstream
         .client
         .list_tasks_paged(None, LIST_PAGE_SIZE, LIST_PAGES, 0, false)
         .await
-        .unwrap_or_default();
+        .map_err(|e| RequestError::from(&e))?;
     let mut visible = Vec::new();
     for mut thread in threads::summarize(&tasks, str::to_owned) {
         let record = s
@@ -262,46 +295,59 @@ async fn visible_threads(
         }
         visible.push(thread);
     }
-    (visible, SOURCE_UPSTREAM)
+    Ok((visible, SOURCE_UPSTREAM))
 }
 
 /// An upstream without `ListTasks` (A2A 0.3): the caller's own threads as the binding store
 /// knows them, each with its last task read with `GetTask` (at most [`BINDINGS_LIMIT`]
 /// threads, [`GET_CONCURRENCY`] calls at a time, all within one `timeouts.upstream_call`).
-async fn from_bindings(s: &AppState, agent: &Agent, caller: &Caller) -> Vec<ThreadSummary> {
-    let Ok(upstream) = s.registry.resolve_as(agent, &caller.name).await else {
-        return Vec::new();
-    };
+/// A read that fails, or reads that overrun the deadline, fail the list: a list missing
+/// threads the agent could not be asked about would pass for the whole of it.
+async fn from_bindings(
+    s: &AppState,
+    agent: &Agent,
+    caller: &Caller,
+    upstream: &Resolved,
+) -> Result<Vec<ThreadSummary>, RequestError> {
     let records = s
         .bindings
         .threads_of(&caller.name, &agent.settings.name, BINDINGS_LIMIT)
         .await;
     let task_ids: Vec<String> = records.iter().filter_map(|r| r.task_id.clone()).collect();
-    let client = upstream.client.clone();
-    let reads = task_ids.into_iter().map(move |task_id| {
-        let client = client.clone();
-        async move { client.get_task(&task_id, Some(0)).await.ok() }
+    let reads = task_ids.into_iter().map(|task_id| {
+        let client = upstream.client.clone();
+        async move { client.get_task(&task_id, Some(0)).await }
     });
-    // All of them within one `timeouts.upstream_call`: a slow upstream shortens the list.
-    let deadline = tokio::time::sleep(s.timeouts.upstream_call);
-    let mut tasks: Vec<Task> = futures::stream::iter(reads)
-        .buffer_unordered(GET_CONCURRENCY)
-        .take_until(deadline)
-        .filter_map(|t| async move { t })
-        .collect()
-        .await;
+    let read_all = async {
+        let mut reads = futures::stream::iter(reads).buffer_unordered(GET_CONCURRENCY);
+        let mut tasks = Vec::new();
+        while let Some(read) = reads.next().await {
+            match read {
+                Ok(task) => tasks.push(task),
+                // Expired upstream: the thread has nothing left to show.
+                Err(e) if e.is_task_not_found() => {}
+                Err(e) => return Err(RequestError::from(&e)),
+            }
+        }
+        Ok(tasks)
+    };
+    let bound = s.timeouts.upstream_call;
+    let mut tasks: Vec<Task> = tokio::time::timeout(bound, read_all)
+        .await
+        .map_err(|_| RequestError::from(&ClientError::Timeout(bound)))??;
     // Newest first, as `ListTasks` answers.
     tasks.sort_by(|a, b| b.status.timestamp.cmp(&a.status.timestamp));
-    threads::summarize(&tasks, |context| {
+    Ok(threads::summarize(&tasks, |context| {
         records
             .iter()
             .find(|r| r.context_id == context)
             .map_or_else(|| context.to_owned(), |r| r.thread_id.clone())
-    })
+    }))
 }
 
-/// Filters by `status` and cuts one page (`pageToken` is the offset of the page).
-fn page(items: Vec<Value>, source: &str, q: &ListQuery) -> Result<Json<Value>, RequestError> {
+/// Filters by `status` and cuts one page (`pageToken` is the offset of the page): the
+/// list's body.
+fn page(items: Vec<Value>, source: &str, q: &ListQuery) -> Result<Value, RequestError> {
     let status = match q.status.as_deref() {
         None => None,
         Some(raw) => Some(ThreadStatus::parse(raw).ok_or_else(|| {
@@ -341,5 +387,5 @@ fn page(items: Vec<Value>, source: &str, q: &ListQuery) -> Result<Json<Value>, R
     if offset + size < total {
         body["nextPageToken"] = json!((offset + size).to_string());
     }
-    Ok(Json(body))
+    Ok(body)
 }

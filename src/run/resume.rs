@@ -20,8 +20,8 @@ use crate::registry::Resolved;
 /// The upstream no longer takes input on this task: unknown, or finished (A2A 1.0 §3.3.2,
 /// transcripts §2.33-2.34).
 fn is_stale_task(e: &ClientError) -> bool {
-    matches!(e, ClientError::Rpc(rpc)
-        if rpc.code == rpc_code::TASK_NOT_FOUND || rpc.code == rpc_code::UNSUPPORTED_OPERATION)
+    e.is_task_not_found()
+        || matches!(e, ClientError::Rpc(rpc) if rpc.code == rpc_code::UNSUPPORTED_OPERATION)
 }
 
 impl Run {

@@ -1,12 +1,17 @@
 // Drives the review console (/console) in headless Chromium (Debian's /usr/bin/chromium,
-// through playwright-core): enter the key, open the inbox, open the waiting thread, answer its
-// interrupt through the generated form, and wait for the streamed completion. Fails on any
-// console error, failed request or 4xx/5xx answer. Screenshots go to target/console-screenshots.
+// through playwright-core): with --key, see the console ask for a key (its keyless first try
+// got a 401), enter it and connect; without, see it connect by itself, with no click. Then
+// open the inbox, open the waiting thread, answer its interrupt through the generated form,
+// and wait for the streamed completion. With --unreachable NAME, first check that the inbox
+// and NAME's own list say that agent could not be reached. Fails on any console error, failed
+// request or 4xx/5xx answer but the expected ones (the keyless first try's 401 on /agents,
+// the unreachable agent's 502/504). Screenshots go to target/console-screenshots.
 //
-//   node tests/browser/console.test.mjs --gateway URL --key KEY [--thread ID] [--answer yes]
-//        [--expect "Approved:"] [--shots DIR] [--doc-shot docs/console.png]
+//   node tests/browser/console.test.mjs --gateway URL [--key KEY] [--thread ID] [--answer yes]
+//        [--expect "Approved:"] [--unreachable NAME] [--shots DIR] [--doc-shot docs/console.png]
 // (or GATEWAY_URL, GATEWAY_KEY, CONSOLE_THREAD, CONSOLE_ANSWER, CONSOLE_EXPECT,
-//  CONSOLE_SHOTS, CONSOLE_DOC_SHOT, CHROMIUM). Prints one JSON line with what it saw.
+//  CONSOLE_UNREACHABLE, CONSOLE_SHOTS, CONSOLE_DOC_SHOT, CHROMIUM). Prints one JSON line with
+// what it saw.
 
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,12 +35,13 @@ const answer = arg("answer", "CONSOLE_ANSWER", "yes");
 const expect = arg("expect", "CONSOLE_EXPECT", "Approved:");
 const shots = resolve(arg("shots", "CONSOLE_SHOTS", join(root, "target/console-screenshots")));
 const docShot = arg("doc-shot", "CONSOLE_DOC_SHOT");
+const unreachable = arg("unreachable", "CONSOLE_UNREACHABLE");
 const executablePath = arg("chromium", "CHROMIUM", "/usr/bin/chromium");
 // The upstream's URL is not needed by the browser; it is accepted (and reported) so the
 // caller can pass one command line for every check.
 const upstream = arg("upstream", "UPSTREAM_URL");
 if (!gateway) {
-  console.error("usage: console.test.mjs --gateway URL --key KEY [--thread ID]");
+  console.error("usage: console.test.mjs --gateway URL [--key KEY] [--thread ID] [--unreachable NAME]");
   process.exit(2);
 }
 
@@ -61,28 +67,72 @@ const context = await chromium.launchPersistentContext(profile, {
   ],
 });
 
+/**
+ * An error answer the console is meant to get: the 401 of its keyless first try on a gateway
+ * with inbound auth, and the 502/504 of the unreachable agent's list.
+ */
+function expected(status, url, keyless) {
+  const path = new URL(url, gateway).pathname;
+  if (status === 401) return Boolean(key) && keyless && path === "/agents";
+  const down = unreachable && path === `/agents/${encodeURIComponent(unreachable)}/threads`;
+  return Boolean(down) && (status === 502 || status === 504);
+}
+
 let watching = true;
 async function check() {
   const page = context.pages()[0] ?? (await context.newPage());
   page.setDefaultTimeout(20000);
   page.on("console", (m) => {
-    if (watching && (m.type() === "error" || m.type() === "warning")) {
-      problems.push(`console ${m.type()}: ${m.text()}`);
-    }
+    if (!watching || (m.type() !== "error" && m.type() !== "warning")) return;
+    // Chromium reports every error answer as "Failed to load resource": the expected ones too.
+    const failed = /Failed to load resource: the server responded with a status of (\d+)/.exec(m.text());
+    if (failed && expected(Number(failed[1]), m.location().url, true)) return;
+    problems.push(`console ${m.type()}: ${m.text()}`);
   });
   page.on("pageerror", (e) => watching && problems.push(`page error: ${e.message}`));
   page.on("requestfailed", (r) => {
     if (watching) problems.push(`request failed: ${r.method()} ${r.url()} ${r.failure()?.errorText}`);
   });
-  page.on("response", (r) => {
+  page.on("response", async (r) => {
     seen.requests += 1;
-    if (watching && r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`);
+    if (!watching || r.status() < 400) return;
+    let keyless = false;
+    try {
+      keyless = !(await r.request().allHeaders()).authorization;
+    } catch {
+      // The page went away meanwhile: count the answer as unexpected.
+    }
+    if (expected(r.status(), r.url(), keyless)) return;
+    problems.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`);
   });
 
   await page.goto(new URL("/console", gateway).href);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Connect" }).click();
+  if (key) {
+    // The console tried without a key, got a 401, and asks for one.
+    await page.locator("#conn").getByText(/needs an API key/).waitFor();
+    await page.getByLabel("API key").fill(key);
+    await page.getByRole("button", { name: "Connect" }).click();
+  }
+  // Without inbound auth: connected with no click.
   await page.getByText(/^Connected:/).waitFor();
+  seen.clicked = Boolean(key);
+
+  if (unreachable) {
+    // The inbox says the agent could not be reached, and so does its own list.
+    const note = page.locator(`#inbox li.unreachable[data-agent="${unreachable}"]`);
+    await note.waitFor();
+    seen.inboxUnreachable = (await note.innerText()).trim();
+    await page.screenshot({ path: join(shots, "00-unreachable.png") });
+    const agent = page.locator("#agent");
+    const before = await agent.inputValue();
+    await agent.selectOption(unreachable);
+    const listed = page.locator(`#agent-threads li.unreachable[data-agent="${unreachable}"]`);
+    await listed.waitFor();
+    seen.listUnreachable = (await listed.innerText()).trim();
+    await page.screenshot({ path: join(shots, "00-unreachable-list.png") });
+    await agent.selectOption(before);
+    await listed.waitFor({ state: "detached" });
+  }
 
   // The inbox lists the waiting thread (polled); open it.
   const inbox = page.locator("#inbox");

@@ -1,7 +1,9 @@
 //! The HITL review console (DESIGN §3, §7) in a real browser: Debian's Chromium driven by
 //! playwright-core (`tests/browser/console.test.mjs`). A run leaves a task waiting for
-//! approval; the reviewer opens `/console`, enters the key, opens the waiting thread from the
-//! inbox, answers through the generated form, and watches the resumed run stream to its end.
+//! approval; the reviewer opens `/console` (with inbound auth: the console asks for the key,
+//! which the reviewer enters; without: it connects by itself), opens the waiting thread from
+//! the inbox, answers through the generated form, and watches the resumed run stream to its
+//! end. An agent the gateway cannot read is said to be unreachable, never an empty inbox.
 
 use serde_json::{json, Value};
 
@@ -9,8 +11,8 @@ use crate::support::*;
 
 const KEY: &str = "e2e-console-key-0123456789";
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_reviewer_answers_a_waiting_thread_in_the_console() {
+/// Runs the browser check with `args` (after `--gateway`); its report, asserted ok.
+async fn browser(gateway: &str, args: &[&str]) -> Value {
     let script = root().join("tests/browser/console.test.mjs");
     assert!(
         root()
@@ -22,6 +24,50 @@ async fn a_reviewer_answers_a_waiting_thread_in_the_console() {
         std::path::Path::new("/usr/bin/chromium").exists(),
         "Chromium is missing at /usr/bin/chromium: run `bash scripts/test` (apt-get install chromium)"
     );
+    let out = tokio::process::Command::new("node")
+        .arg(&script)
+        .args(["--gateway", gateway])
+        .args(args)
+        .args([
+            "--shots",
+            &root().join("target/console-screenshots").to_string_lossy(),
+        ])
+        .output()
+        .await
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no report from the browser test: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(
+        out.status.success() && report["ok"] == true,
+        "the console check failed: {report:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
+}
+
+/// The reviewer saw the demo-style approval and the resumed run's answer.
+fn assert_answered(report: &Value) {
+    assert_eq!(report["question"], "Do you approve? Reply yes or no.");
+    assert!(
+        report["streamed"]
+            .as_str()
+            .unwrap()
+            .contains("Approved: yes"),
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reviewer_answers_a_waiting_thread_in_the_console() {
     let upstream_url = upstream("both");
     let config = json!({
         "auth": {"api_keys": [{"name": "reviewer", "key": KEY}]},
@@ -51,44 +97,59 @@ async fn a_reviewer_answers_a_waiting_thread_in_the_console() {
         .expect("the interrupt's task")
         .to_owned();
 
-    let out = tokio::process::Command::new("node")
-        .arg(&script)
-        .args(["--gateway", &gw.base, "--key", KEY, "--thread", thread])
-        .args(["--answer", "yes", "--expect", "Approved:"])
-        .args(["--upstream", upstream_url])
-        .args([
-            "--shots",
-            &root().join("target/console-screenshots").to_string_lossy(),
-        ])
-        .output()
-        .await
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "no report from the browser test: {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    assert!(
-        out.status.success() && report["ok"] == true,
-        "the console check failed: {report:#}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(report["question"], "Do you approve? Reply yes or no.");
-    assert!(
-        report["streamed"]
-            .as_str()
-            .unwrap()
-            .contains("Approved: yes"),
-        "{report}"
-    );
+    let report = browser(
+        &gw.base,
+        &[
+            "--key",
+            KEY,
+            "--thread",
+            thread,
+            "--answer",
+            "yes",
+            "--expect",
+            "Approved:",
+            "--upstream",
+            upstream_url,
+        ],
+    )
+    .await;
+    assert_eq!(report["clicked"], true, "{report}");
+    assert_answered(&report);
 
     // The answer reached the agent: the same task completed upstream.
     let task = upstream_get_task(upstream_url, "1.0", &task_id).await;
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_an_open_gateway_the_console_connects_by_itself_and_names_an_unreachable_agent() {
+    // No inbound auth; the demo agent waits for an approval, `offline` cannot be reached.
+    let config = json!({"agents": [{"name": "offline", "url": closed_url()}]});
+    let gw = Gateway::start(&config.to_string(), true).await;
+    let thread = "console-open";
+    let ask = post_run(
+        &gw.agent_url("demo"),
+        &run_input(thread, "approve"),
+        std::time::Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(
+        ask.events.last().unwrap()["outcome"]["type"],
+        "interrupt",
+        "{}",
+        ask.raw
+    );
+
+    let report = browser(&gw.base, &["--thread", thread, "--unreachable", "offline"]).await;
+    assert_eq!(report["clicked"], false, "no click: {report}");
+    for seen in ["inboxUnreachable", "listUnreachable"] {
+        assert!(
+            report[seen]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Agent offline could not be reached"),
+            "{seen}: {report}"
+        );
+    }
+    assert_answered(&report);
 }

@@ -24,10 +24,37 @@ fn require(path: &Path, what: &str) -> PathBuf {
     path.to_owned()
 }
 
-/// A running reference upstream; lives for the whole test binary.
+/// A running reference upstream: a shared one lives for the whole test binary
+/// ([`upstream`]); a test's own ([`Upstream::start`]) until it is killed or dropped.
 pub struct Upstream {
     pub url: String,
-    _child: Child,
+    child: Child,
+}
+
+impl Upstream {
+    /// A reference upstream of the caller's own for `versions` (`both`, `1.0`, `0.3`), for a
+    /// test that takes it down.
+    pub fn start(versions: &str) -> Self {
+        start_upstream(versions, &[])
+    }
+
+    /// Kills the upstream and waits until it is gone: nothing listens at its URL any more.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A URL where nothing listens (a port bound, then let go).
+pub fn closed_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}/", listener.local_addr().unwrap())
 }
 
 /// Starts a test peer that prints `READY <base-url>` on stdout once it listens (the
@@ -58,7 +85,7 @@ fn start_upstream(versions: &str, extra: &[&str]) -> Upstream {
         .args(["--versions", versions])
         .args(extra);
     let (child, url) = spawn_ready(&mut cmd, "the reference upstream");
-    Upstream { url, _child: child }
+    Upstream { url, child }
 }
 
 /// The shared upstream for `versions` (`both`, `1.0`, `0.3`).

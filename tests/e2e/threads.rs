@@ -1,9 +1,11 @@
 //! The threads API (DESIGN §3) on the demo agent: the list with real statuses, paged and
 //! filtered, one thread's messages, state and pending interrupts, the inbox across agents,
-//! and the scope of each caller (DESIGN §11).
+//! the scope of each caller (DESIGN §11), and agents that cannot be read: never an empty
+//! list, always a 502/504 or a name in the inbox's `unavailable`.
 
 use serde_json::{json, Value};
 
+use crate::fake::{Answer, Fake};
 use crate::support::*;
 
 async fn get(url: &str, key: Option<&str>) -> (u16, Value) {
@@ -171,4 +173,100 @@ async fn without_list_tasks_the_list_comes_from_the_bindings() {
         detail["messages"].as_array().unwrap().last().unwrap()["content"],
         "Do you approve? Reply yes or no."
     );
+}
+
+/// `(agent, threadId)` of an inbox's threads.
+fn inbox_ids(inbox: &Value) -> Vec<(String, String)> {
+    inbox["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let field = |k: &str| t[k].as_str().unwrap().to_owned();
+            (field("agent"), field("threadId"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_cannot_be_read_never_looks_like_an_empty_inbox() {
+    // `gone`: an upstream of this test's own, used and then killed; pinned to A2A 0.3 as
+    // `gone03` its list comes from the bindings and `GetTask`. `never`: nothing ever listened
+    // at its URL (its card was never read). `slow`: its `ListTasks` never answers. The demo
+    // agent keeps answering, with a thread waiting for approval.
+    let mut own = Upstream::start("both");
+    let slow =
+        Fake::start_responder(|method, _| (method == "ListTasks").then_some(Answer::Hang)).await;
+    let config = json!({
+        "agents": [
+            {"name": "gone", "url": own.url},
+            {"name": "gone03", "url": own.url, "protocol": "0.3"},
+            {"name": "never", "url": closed_url()},
+            {"name": "slow", "url": slow.url},
+        ],
+        "timeouts": {"upstream_call": 2000},
+    });
+    let gw = Gateway::start(&config.to_string(), true).await;
+    drive_message(&gw.agent_url("demo"), "live-wait", "approve").await;
+    drive_message(&gw.agent_url("gone"), "gone-wait", "approve").await;
+    drive_message(&gw.agent_url("gone03"), "gone03-wait", "approve").await;
+    let waiting = format!("{}/threads?status=input-required", gw.base);
+    let (status, inbox) = get(&waiting, None).await;
+    assert_eq!(status, 200, "{inbox}");
+    // (`gone` also sees `gone03`'s context under its contextId: one upstream, shared.)
+    let listed = inbox_ids(&inbox);
+    let pair = |a: &str, t: &str| (a.to_owned(), t.to_owned());
+    for expected in [
+        pair("demo", "live-wait"),
+        pair("gone", "gone-wait"),
+        pair("gone03", "gone03-wait"),
+    ] {
+        assert!(listed.contains(&expected), "{expected:?}: {inbox}");
+    }
+
+    own.kill();
+    let (status, inbox) = get(&waiting, None).await;
+    assert_eq!(status, 200, "{inbox}");
+    assert_eq!(
+        inbox_ids(&inbox),
+        [pair("demo", "live-wait")],
+        "the agents that answer are listed: {inbox}"
+    );
+    assert_eq!(
+        inbox["unavailable"],
+        json!([
+            {"agent": "gone", "code": "upstream_unavailable"},
+            {"agent": "gone03", "code": "upstream_unavailable"},
+            {"agent": "never", "code": "upstream_unavailable"},
+            {"agent": "slow", "code": "upstream_timeout"},
+        ]),
+        "{inbox}"
+    );
+
+    // Each of them alone: a 502 (504) JSON error, on its list and on a thread of it.
+    for (path, status, code) in [
+        ("gone/threads", 502, "upstream_unavailable"),
+        ("gone03/threads", 502, "upstream_unavailable"),
+        ("never/threads", 502, "upstream_unavailable"),
+        ("slow/threads", 504, "upstream_timeout"),
+        ("gone/threads/gone-wait", 502, "upstream_unavailable"),
+        ("gone03/threads/gone03-wait", 502, "upstream_unavailable"),
+    ] {
+        let (got, err) = get(&format!("{}/agents/{path}", gw.base), None).await;
+        assert_eq!(
+            (got, err["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{path}: {err}"
+        );
+        let message = err["message"].as_str().expect("a top-level message");
+        assert_eq!(message, err["error"]["message"], "{err}");
+        assert!(message.len() > 10, "{path}: {message:?}");
+    }
+    let (status, live) = get(&format!("{}/threads", gw.agent_url("demo")), None).await;
+    assert_eq!((status, ids(&live).len()), (200, 1), "{live}");
+
+    // Every agent answering: `unavailable` is still there, empty.
+    let gw = Gateway::start("{}", true).await;
+    let (_, inbox) = get(&format!("{}/threads", gw.base), None).await;
+    assert_eq!(inbox["unavailable"], json!([]), "{inbox}");
 }
