@@ -1,8 +1,10 @@
-//! Building and serving the gateway: `build(Settings) -> App`, `App::serve(listener,
-//! shutdown)`. `main` only parses flags, sets up logging and calls these, so tests and the
-//! benchmark run exactly the same app.
+//! Building and serving the gateway: `build(Settings) -> App`, `bind(listen addresses)`,
+//! `App::serve(listener, shutdown)` (or `serve_all` on every listen address). `main` only
+//! parses flags, sets up logging and calls these, so tests and the benchmark run exactly the
+//! same app.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -135,6 +137,31 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     })
 }
 
+/// A listener on each listen address ([`Settings::listen`]: every address the listen host
+/// resolved to), for [`App::serve_all`]. An address the system cannot assign (`::1` of
+/// `localhost` with IPv6 off) is skipped with a warning when another one is bound; any other
+/// failure is an error.
+pub async fn bind(addrs: &[SocketAddr]) -> Result<Vec<TcpListener>, String> {
+    let mut listeners = Vec::new();
+    let mut unavailable = Vec::new();
+    for &addr in addrs {
+        match TcpListener::bind(addr).await {
+            Ok(l) => listeners.push(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+                unavailable.push((addr, e));
+            }
+            Err(e) => return Err(format!("cannot listen on {addr}: {e}")),
+        }
+    }
+    for (addr, e) in &unavailable {
+        if listeners.is_empty() {
+            return Err(format!("cannot listen on {addr}: {e}"));
+        }
+        tracing::warn!(%addr, error = %e, "listen address not available here; skipped");
+    }
+    Ok(listeners)
+}
+
 /// Accepts with `TCP_NODELAY` (for the demo agent's own server): SSE frames are small,
 /// and Nagle's algorithm with delayed ACKs would hold each one back by up to ~40 ms.
 pub fn nodelay(listener: TcpListener) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
@@ -160,6 +187,16 @@ impl App {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.serve_all(vec![listener], shutdown).await
+    }
+
+    /// [`App::serve`] on several listeners at once (every address a listen host name
+    /// resolves to), with one connection cap over them all.
+    pub async fn serve_all(
+        self,
+        listeners: Vec<TcpListener>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let timeouts = self.settings.timeouts;
         let limits = ConnectionLimits {
             max_connections: self.settings.limits.max_connections,
@@ -174,7 +211,7 @@ impl App {
                 std::thread::spawn(move || t.shutdown());
             }
         };
-        let closed = listener::serve(listener, self.router, limits, shutdown).await;
+        let closed = listener::serve(listeners, self.router, limits, shutdown).await;
         tokio::pin!(closed);
         if tokio::time::timeout(timeouts.shutdown_drain, &mut closed)
             .await
@@ -189,5 +226,37 @@ impl App {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), closed).await;
         flush();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every listen address is bound and served (one connection cap over them); an address
+    /// the system cannot assign is skipped beside another one, and an error alone.
+    #[tokio::test]
+    async fn every_listen_address_is_bound_and_served() {
+        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        // TEST-NET-1 (RFC 5737): on no interface here.
+        let unassignable: SocketAddr = "192.0.2.1:0".parse().unwrap();
+        let e = bind(&[unassignable]).await.unwrap_err();
+        assert!(e.starts_with("cannot listen on 192.0.2.1:0"), "{e}");
+        let listeners = bind(&[loopback, unassignable, loopback]).await.unwrap();
+        let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        assert_eq!(addrs.len(), 2);
+        let over = crate::config::Overrides {
+            agents: vec!["a=http://127.0.0.1:9".into()],
+            ..Default::default()
+        };
+        let settings = crate::config::settings(Default::default(), over).unwrap();
+        let app = build(settings).await.unwrap();
+        tokio::spawn(app.serve_all(listeners, std::future::pending()));
+        for addr in addrs {
+            let resp = reqwest::get(format!("http://{addr}/healthz"))
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{addr}");
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! Inbound auth (DESIGN §11): who is calling.
 //!
-//! When inbound auth is configured, every request except the open routes ([`OPEN_PATHS`])
-//! carries `Authorization: Bearer <token>`, where the token is
+//! When inbound auth is configured, every request except the open routes carries
+//! `Authorization: Bearer <token>`. The open routes: the probes ([`OPEN_PATHS`], let through
+//! here) and the routes `crate::http::router` mounts outside this middleware
+//! (`/openapi.json`, the console's files, `/metrics` with `metrics_public`); the token is
 //! - a configured API key: compared in constant time on SHA-256 digests, against every key
 //!   with no early exit, so neither a key's bytes nor its length leak through timing; the
 //!   caller is the key's `name`, with its `scopes`;
@@ -33,7 +35,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::Visibility;
-use crate::config::{err, resolve_reference, AuthConfig, ConfigError, JwtConfig, Secret};
+use crate::config::{
+    err, resolve_reference, AuthConfig, ConfigError, ConfigErrors, JwtConfig, Problems, Secret,
+};
 use crate::error::RequestError;
 use crate::redact::Shown;
 
@@ -41,7 +45,8 @@ use crate::redact::Shown;
 pub(crate) const ANONYMOUS: &str = "anonymous";
 /// The scope that sees every context of every agent (DESIGN §11).
 pub(crate) const SCOPE_THREADS_ALL: &str = "threads:all";
-/// Routes that need no caller: probes must work without credentials.
+/// Routes inside the middleware that need no caller: probes must work without
+/// credentials.
 const OPEN_PATHS: &[&str] = &["/healthz", "/readyz"];
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_S: u64 = 30;
@@ -202,11 +207,13 @@ impl Authenticator {
     }
 
     /// Builds from `auth` and the `--api-key NAME=REF` flags (added to the file's keys),
-    /// resolving references and reading the JWKS file. Errors name the key.
+    /// resolving references and reading the JWKS file. Errors name the key; every key is
+    /// checked, so all their problems are named at once.
     pub(crate) fn from_config(
         file: &AuthConfig,
         flag_keys: &[Secret],
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, ConfigErrors> {
+        let mut problems = Problems::default();
         let mut entries = Vec::new();
         for (i, k) in file.api_keys.iter().enumerate() {
             let at = format!("auth.api_keys[{i}]");
@@ -214,12 +221,13 @@ impl Authenticator {
         }
         for raw in flag_keys {
             // The flag may hold a literal key: never echo it.
-            let (name, reference) = raw.expose().split_once('=').ok_or_else(|| {
-                err(
+            let Some((name, reference)) = raw.expose().split_once('=') else {
+                problems.push(err(
                     "--api-key",
                     "must be NAME=REF (REF: env:VAR, file:/path or the key)",
-                )
-            })?;
+                ));
+                continue;
+            };
             entries.push((
                 "--api-key".to_owned(),
                 name.to_owned(),
@@ -229,63 +237,30 @@ impl Authenticator {
         }
         let mut api_keys: Vec<ApiKey> = Vec::new();
         for (at, name, reference, scopes) in entries {
-            if !valid_word(&name, MAX_IDENTITY_BYTES) {
-                return Err(err(
-                    format!("{at}.name"),
-                    format!(
-                        "{:?} must be 1-{MAX_IDENTITY_BYTES} bytes without spaces",
-                        Shown(&name).to_string()
-                    ),
-                ));
-            }
-            let key = resolve_reference(&format!("{at}.key"), reference)?;
-            if key.len() < MIN_API_KEY_BYTES {
-                return Err(err(
-                    format!("{at}.key"),
-                    format!("the key must be at least {MIN_API_KEY_BYTES} bytes"),
-                ));
-            }
-            if !key.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(err(
-                    format!("{at}.key"),
-                    "the key must be visible ASCII without spaces (it travels in a header)",
-                ));
-            }
-            for scope in &scopes {
-                if !valid_word(scope, MAX_IDENTITY_BYTES) {
-                    return Err(err(
-                        format!("{at}.scopes"),
-                        "a scope must be a word without spaces",
+            if let Some(key) = problems.take(api_key(&at, name, reference, scopes)) {
+                if let Some(other) = api_keys.iter().find(|k| k.name == key.name) {
+                    problems.push(err(
+                        format!("{at}.name"),
+                        format!("the name {:?} is used twice", other.name),
                     ));
+                } else if let Some(other) = api_keys.iter().find(|k| k.digest == key.digest) {
+                    problems.push(err(
+                        format!("{at}.key"),
+                        format!(
+                            "the same key is configured for {:?} and {:?}",
+                            other.name, key.name
+                        ),
+                    ));
+                } else {
+                    api_keys.push(key);
                 }
             }
-            let digest = digest(key.as_bytes());
-            if let Some(other) = api_keys.iter().find(|k| k.name == name) {
-                return Err(err(
-                    format!("{at}.name"),
-                    format!("the name {:?} is used twice", other.name),
-                ));
-            }
-            if let Some(other) = api_keys.iter().find(|k| k.digest == digest) {
-                return Err(err(
-                    format!("{at}.key"),
-                    format!(
-                        "the same key is configured for {:?} and {name:?}",
-                        other.name
-                    ),
-                ));
-            }
-            api_keys.push(ApiKey {
-                name,
-                scopes,
-                digest,
-            });
         }
-        let jwt = file
-            .jwt
-            .as_ref()
-            .map(JwtVerifier::from_config)
-            .transpose()?;
+        let jwt = match &file.jwt {
+            Some(c) => problems.take(JwtVerifier::from_config(c)),
+            None => None,
+        };
+        problems.finish()?;
         Ok(Self { api_keys, jwt })
     }
 
@@ -329,6 +304,55 @@ impl Authenticator {
         }
         found
     }
+}
+
+/// One API key entry (`at` names it in errors): its name, the key its reference resolves to
+/// (16+ bytes of visible ASCII) and its scopes.
+fn api_key(
+    at: &str,
+    name: String,
+    reference: &str,
+    scopes: Vec<String>,
+) -> Result<ApiKey, ConfigErrors> {
+    let mut problems = Problems::default();
+    if !valid_word(&name, MAX_IDENTITY_BYTES) {
+        problems.push(err(
+            format!("{at}.name"),
+            format!(
+                "{:?} must be 1-{MAX_IDENTITY_BYTES} bytes without spaces",
+                Shown(&name).to_string()
+            ),
+        ));
+    }
+    if scopes
+        .iter()
+        .any(|scope| !valid_word(scope, MAX_IDENTITY_BYTES))
+    {
+        problems.push(err(
+            format!("{at}.scopes"),
+            "a scope must be a word without spaces",
+        ));
+    }
+    if let Some(key) = problems.take(resolve_reference(&format!("{at}.key"), reference)) {
+        if key.len() < MIN_API_KEY_BYTES {
+            problems.push(err(
+                format!("{at}.key"),
+                format!("the key must be at least {MIN_API_KEY_BYTES} bytes"),
+            ));
+        } else if !key.bytes().all(|b| b.is_ascii_graphic()) {
+            problems.push(err(
+                format!("{at}.key"),
+                "the key must be visible ASCII without spaces (it travels in a header)",
+            ));
+        }
+        problems.finish()?;
+        return Ok(ApiKey {
+            name,
+            scopes,
+            digest: digest(key.as_bytes()),
+        });
+    }
+    Err(problems.into())
 }
 
 /// The token of `Authorization: Bearer <token>` (scheme case-insensitive, RFC 7235).
@@ -545,7 +569,7 @@ mod tests {
         format!("{}/fixtures/auth/{name}", env!("CARGO_MANIFEST_DIR"))
     }
 
-    fn build(yaml: &str, flags: &[&str]) -> Result<Authenticator, ConfigError> {
+    fn build(yaml: &str, flags: &[&str]) -> Result<Authenticator, ConfigErrors> {
         let file: AuthConfig = serde_yaml_ng::from_str(yaml).unwrap();
         let flags: Vec<Secret> = flags.iter().map(|f| f.parse().unwrap()).collect();
         Authenticator::from_config(&file, &flags)
@@ -790,9 +814,13 @@ mod tests {
         path.display().to_string()
     }
 
+    fn jwt_unset() -> String {
+        format!("jwt: {{issuer: '{ISS}', audience: {AUD}, hs256_secret: env:AUTH_TEST_UNSET_D}}")
+    }
+
     #[test]
     fn config_errors_name_the_key() {
-        let key = |yaml: &str, flags: &[&str]| build(yaml, flags).unwrap_err().key;
+        let key = |yaml: &str, flags: &[&str]| build(yaml, flags).unwrap_err()[0].key.clone();
         assert_eq!(
             key("api_keys: [{name: a, key: key-one-0123456789}, {name: a, key: key-two-0123456789}]", &[]),
             "auth.api_keys[1].name"
@@ -832,6 +860,38 @@ mod tests {
             "auth.api_keys[0].scopes"
         );
         assert_eq!(key("{}", &["no-equals-sign"]), "--api-key");
+        // Every key is checked: each unset reference is named, not only the first.
+        let unset = build(
+            &format!("api_keys: [{{name: a, key: env:AUTH_TEST_UNSET_A}}, {{name: b, key: env:AUTH_TEST_UNSET_B}}]\n{}",
+                jwt_unset()),
+            &["c=env:AUTH_TEST_UNSET_C"],
+        )
+        .unwrap_err();
+        let named: Vec<_> = unset
+            .iter()
+            .map(|e| (e.key.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (
+                    "auth.api_keys[0].key",
+                    "environment variable AUTH_TEST_UNSET_A is not set"
+                ),
+                (
+                    "auth.api_keys[1].key",
+                    "environment variable AUTH_TEST_UNSET_B is not set"
+                ),
+                (
+                    "--api-key.key",
+                    "environment variable AUTH_TEST_UNSET_C is not set"
+                ),
+                (
+                    "auth.jwt.hs256_secret",
+                    "environment variable AUTH_TEST_UNSET_D is not set"
+                ),
+            ]
+        );
         assert_eq!(key("{}", &["a="]), "--api-key.key");
         assert_eq!(key("{}", &["a=short-key"]), "--api-key.key");
         // A key with `=` in it but no NAME= is caught by the length rule.
@@ -870,8 +930,8 @@ mod tests {
             ("only-hmac", "{\"keys\": [{\"kty\": \"oct\", \"k\": \"c2VjcmV0\"}]}"),
         ] {
             let path = temp_file(name, text);
-            let e = build(&jwt(&format!(", jwks_file: '{path}'")), &[]).unwrap_err();
-            assert_eq!(e.key, "auth.jwt.jwks_file", "{name}: {e}");
+            let errors = build(&jwt(&format!(", jwks_file: '{path}'")), &[]).unwrap_err();
+            assert_eq!(errors[0].key, "auth.jwt.jwks_file", "{name}: {errors}");
             let _ = std::fs::remove_file(path);
         }
         // Keys the gateway cannot use are skipped when a usable one remains.

@@ -5,9 +5,12 @@
 //! runtime types ([`Settings`], [`AgentSettings`]) hold parsed values only (URLs, durations,
 //! resolved header values), so nothing downstream re-validates. Precedence: flags and env
 //! over the file over defaults.
+//!
+//! Validation goes on past a problem: [`settings`] answers every problem it found at once
+//! ([`ConfigErrors`]), so one `--validate-only` names, say, every unset `env:` reference.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -353,6 +356,9 @@ pub enum BindingStoreKind {
     Redis(Url),
 }
 
+/// `listen` when neither the flag, `GATEWAY_LISTEN` nor the file sets it.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
 /// `binding_ttl_s` when not set: 30 days.
 pub const DEFAULT_BINDING_TTL_S: u64 = 30 * 24 * 3600;
 
@@ -378,7 +384,8 @@ pub struct AgentSettings {
 /// The validated configuration the gateway runs with.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub listen: SocketAddr,
+    /// Every address the listen address resolved to (at least one; [`listen_addresses`]).
+    pub listen: Vec<SocketAddr>,
     pub binding_store: BindingStoreKind,
     /// How long a Redis binding lives after its last use.
     pub binding_ttl: Duration,
@@ -422,6 +429,74 @@ pub struct Overrides {
 pub struct ConfigError {
     pub key: String,
     pub message: String,
+}
+
+/// Every problem of a configuration (at least one), in the order they were found; shown
+/// one per line. A slice of [`ConfigError`]s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(Vec<ConfigError>);
+
+impl std::ops::Deref for ConfigErrors {
+    type Target = [ConfigError];
+    fn deref(&self) -> &[ConfigError] {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(e: ConfigError) -> Self {
+        Self(vec![e])
+    }
+}
+
+/// The problems found so far: a check records its problem and validation goes on.
+#[derive(Debug, Default)]
+pub(crate) struct Problems(Vec<ConfigError>);
+
+impl Problems {
+    /// `checked`'s value, or `None` with its problems recorded.
+    pub(crate) fn take<T>(&mut self, checked: Result<T, impl Into<ConfigErrors>>) -> Option<T> {
+        match checked {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.0.extend(e.into().0);
+                None
+            }
+        }
+    }
+
+    pub(crate) fn push(&mut self, e: ConfigError) {
+        self.0.push(e);
+    }
+
+    /// `Ok` when nothing was recorded.
+    pub(crate) fn finish(self) -> Result<(), ConfigErrors> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigErrors(self.0))
+        }
+    }
+}
+
+impl From<Problems> for ConfigErrors {
+    fn from(p: Problems) -> Self {
+        Self(p.0)
+    }
 }
 
 pub(crate) fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -478,33 +553,43 @@ pub(crate) fn resolve_reference(key: &str, raw: &str) -> Result<String, ConfigEr
     }
 }
 
-fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigError> {
+fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErrors> {
     let key = format!("agents[{i}]");
+    let mut problems = Problems::default();
     if !valid_name(&a.name) {
-        return Err(err(
+        problems.push(err(
             format!("{key}.name"),
             format!("{:?} must be 1-64 letters, digits, '-', '_' or '.'", a.name),
         ));
     }
-    let url = parse_url(&format!("{key}.url"), &a.url)?;
+    let url = problems.take(parse_url(&format!("{key}.url"), &a.url));
     let mut headers = HeaderMap::new();
     for (name, reference) in &a.headers {
         let hkey = format!("{key}.headers.{name}");
-        let hname = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| err(&hkey, "not a valid header name"))?;
-        let value = resolve_reference(&hkey, reference)?;
-        let hvalue = HeaderValue::from_str(&value)
-            .map_err(|_| err(&hkey, "value is not a valid header value"))?;
-        headers.insert(hname, hvalue);
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| err(&hkey, "not a valid header name"))
+            .and_then(|hname| {
+                let value = resolve_reference(&hkey, reference)?;
+                let hvalue = HeaderValue::from_str(&value)
+                    .map_err(|_| err(&hkey, "value is not a valid header value"))?;
+                Ok((hname, hvalue))
+            });
+        if let Some((hname, hvalue)) = problems.take(header) {
+            headers.insert(hname, hvalue);
+        }
     }
     let forward_identity = match &a.forward_identity {
         None => None,
-        Some(name) => Some(identity_header(
+        Some(name) => problems.take(identity_header(
             &format!("{key}.forward_identity"),
             name,
             &headers,
-        )?),
+        )),
     };
+    let Some(url) = url else {
+        return Err(problems.into());
+    };
+    problems.finish()?;
     Ok(AgentSettings {
         name: a.name.clone(),
         url,
@@ -586,40 +671,63 @@ fn parse_origin(raw: &str) -> Result<reqwest::header::HeaderValue, ConfigError> 
     reqwest::header::HeaderValue::from_str(&origin).map_err(|_| bad())
 }
 
-fn ms(key: &str, v: u64) -> Result<Duration, ConfigError> {
-    if v == 0 {
-        return Err(err(format!("timeouts.{key}"), "must be greater than 0"));
+/// The addresses a listen address `HOST:PORT` stands for: an IP address as it is, a host
+/// name (`localhost:8080`) as the system resolves it, every address once, in its order.
+/// The gateway listens on each of them.
+pub fn listen_addresses(raw: &str) -> Result<Vec<SocketAddr>, ConfigError> {
+    if let Ok(addr) = raw.parse::<SocketAddr>() {
+        return Ok(vec![addr]);
     }
-    Ok(Duration::from_millis(v))
+    let bad = |why: &str| err("listen", format!("{raw:?} {why}"));
+    let Some((host, port)) = raw.rsplit_once(':') else {
+        return Err(bad("is not HOST:PORT"));
+    };
+    let port: u16 = port.parse().map_err(|_| bad("is not HOST:PORT"))?;
+    if host.is_empty() || host.contains(':') || host.starts_with('[') {
+        return Err(bad("is not HOST:PORT"));
+    }
+    let resolved = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| bad(&format!("does not resolve: {e}")))?;
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    for addr in resolved {
+        if !addrs.contains(&addr) {
+            addrs.push(addr);
+        }
+    }
+    if addrs.is_empty() {
+        return Err(bad("resolves to no address"));
+    }
+    Ok(addrs)
 }
 
-/// Validates a file config with overrides into runtime settings.
-pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigError> {
+/// Validates a file config with overrides into runtime settings, or names every problem.
+pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErrors> {
+    let mut problems = Problems::default();
     let listen_raw = over
         .listen
         .or(file.listen)
-        .unwrap_or_else(|| "127.0.0.1:8080".into());
-    let listen: SocketAddr = listen_raw
-        .parse()
-        .map_err(|_| err("listen", format!("{listen_raw:?} is not HOST:PORT")))?;
-    let binding_store = parse_store(
+        .unwrap_or_else(|| DEFAULT_LISTEN.into());
+    let listen = problems.take(listen_addresses(&listen_raw));
+    let binding_store = problems.take(parse_store(
         over.binding_store
             .or(file.binding_store)
             .as_deref()
             .unwrap_or("memory"),
-    )?;
+    ));
     let binding_ttl_s = file.binding_ttl_s.unwrap_or(DEFAULT_BINDING_TTL_S);
     if binding_ttl_s == 0 {
-        return Err(err("binding_ttl_s", "must be greater than 0"));
+        problems.push(err("binding_ttl_s", "must be greater than 0"));
     }
     let mut agents = Vec::new();
     for (i, a) in file.agents.iter().enumerate() {
-        agents.push(agent_settings(i, a)?);
+        agents.extend(problems.take(agent_settings(i, a)));
     }
     for raw in &over.agents {
-        let (name, url) = raw
-            .split_once('=')
-            .ok_or_else(|| err("--agent", format!("{raw:?} must be NAME=URL")))?;
+        let Some((name, url)) = raw.split_once('=') else {
+            problems.push(err("--agent", format!("{raw:?} must be NAME=URL")));
+            continue;
+        };
         let cfg = AgentConfig {
             name: name.to_owned(),
             url: url.to_owned(),
@@ -633,20 +741,25 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             force_extensions: false,
         };
         // A flag replaces a file agent of the same name.
-        let parsed = agent_settings(agents.len(), &cfg).map_err(|e| err("--agent", e.message))?;
-        agents.retain(|a| a.name != parsed.name);
-        agents.push(parsed);
+        let parsed = agent_settings(agents.len(), &cfg).map_err(|errors| {
+            let flagged = errors.iter().map(|e| err("--agent", e.message.clone()));
+            ConfigErrors(flagged.collect())
+        });
+        if let Some(parsed) = problems.take(parsed) {
+            agents.retain(|a| a.name != parsed.name);
+            agents.push(parsed);
+        }
     }
     let mut seen = std::collections::HashSet::new();
     for a in &agents {
         if !seen.insert(a.name.as_str()) {
-            return Err(err(
+            problems.push(err(
                 "agents",
                 format!("agent name {:?} is used twice", a.name),
             ));
         }
         if over.demo && a.name == "demo" {
-            return Err(err("agents", "the name \"demo\" is taken by --demo"));
+            problems.push(err("agents", "the name \"demo\" is taken by --demo"));
         }
     }
     let l = &file.limits;
@@ -666,45 +779,80 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         ("max_connections", l.max_connections as u64),
     ] {
         if v == 0 {
-            return Err(err(format!("limits.{key}"), "must be greater than 0"));
+            problems.push(err(format!("limits.{key}"), "must be greater than 0"));
         }
     }
     let t = &file.timeouts;
-    let timeouts = TimeoutSettings {
-        connect: ms("connect", t.connect)?,
-        header_read: ms("header_read", t.header_read)?,
-        body_read: ms("body_read", t.body_read)?,
-        client_write: ms("client_write", t.client_write)?,
-        upstream_call: ms("upstream_call", t.upstream_call)?,
-        first_event: ms("first_event", t.first_event)?,
-        idle: ms("idle", t.idle)?,
-        run: ms("run", t.run)?,
-        shutdown_drain: ms("shutdown_drain", t.shutdown_drain)?,
+    let ms = |key: &str, v: u64, problems: &mut Problems| {
+        if v == 0 {
+            problems.push(err(format!("timeouts.{key}"), "must be greater than 0"));
+        }
+        Duration::from_millis(v)
     };
-    if agents.is_empty() && !over.demo {
-        return Err(err(
+    let timeouts = TimeoutSettings {
+        connect: ms("connect", t.connect, &mut problems),
+        header_read: ms("header_read", t.header_read, &mut problems),
+        body_read: ms("body_read", t.body_read, &mut problems),
+        client_write: ms("client_write", t.client_write, &mut problems),
+        upstream_call: ms("upstream_call", t.upstream_call, &mut problems),
+        first_event: ms("first_event", t.first_event, &mut problems),
+        idle: ms("idle", t.idle, &mut problems),
+        run: ms("run", t.run, &mut problems),
+        shutdown_drain: ms("shutdown_drain", t.shutdown_drain, &mut problems),
+    };
+    if file.agents.is_empty() && over.agents.is_empty() && !over.demo {
+        problems.push(err(
             "agents",
             "no agent configured: use --agent NAME=URL, a config file, or --demo",
         ));
     }
     let mut cors_origins = Vec::new();
     for raw in file.cors_origins.iter().chain(&over.cors_origins) {
-        cors_origins.push(parse_origin(raw)?);
+        cors_origins.extend(problems.take(parse_origin(raw)));
     }
-    let auth = Authenticator::from_config(&file.auth, &over.api_keys)?;
+    let auth = problems.take(Authenticator::from_config(&file.auth, &over.api_keys));
     // DESIGN §11: without inbound auth, loopback only unless explicitly waived.
     let waived = file.insecure_no_auth || over.insecure_no_auth;
-    if !(listen.ip().is_loopback() || auth.is_configured() || waived) {
-        return Err(err(
-            "listen",
-            format!(
-                "{listen} is not a loopback address and no inbound auth is configured: \
-                 configure auth (auth.api_keys, auth.jwt or --api-key), or set \
-                 insecure_no_auth: true (--insecure-no-auth) if something in front \
-                 authenticates callers"
-            ),
-        ));
+    if let (Some(listen), Some(auth)) = (&listen, &auth) {
+        let open = listen.iter().find(|a| !a.ip().is_loopback());
+        if let Some(open) = open.filter(|_| !(auth.is_configured() || waived)) {
+            problems.push(err(
+                "listen",
+                format!(
+                    "{open} is not a loopback address and no inbound auth is configured: \
+                     configure auth (auth.api_keys, auth.jwt or --api-key), or set \
+                     insecure_no_auth: true (--insecure-no-auth) if something in front \
+                     authenticates callers"
+                ),
+            ));
+        }
     }
+    let rate_limits = problems.take(rate_limits(file.rate_limits));
+    let otlp_traces = problems.take(otlp_traces(
+        file.telemetry.otlp_endpoint,
+        over.otlp_endpoint,
+    ));
+    let copilotkit_base_path = problems.take(copilotkit_base_path(&file.copilotkit.base_path));
+    // A `None` above recorded its problem.
+    let (
+        Some(listen),
+        Some(binding_store),
+        Some(auth),
+        Some(rate_limits),
+        Some(otlp_traces),
+        Some(copilotkit_base_path),
+    ) = (
+        listen,
+        binding_store,
+        auth,
+        rate_limits,
+        otlp_traces,
+        copilotkit_base_path,
+    )
+    else {
+        return Err(problems.into());
+    };
+    problems.finish()?;
     Ok(Settings {
         listen,
         binding_store,
@@ -715,10 +863,10 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         timeouts,
         demo: over.demo,
         auth: Arc::new(auth),
-        rate_limits: rate_limits(file.rate_limits)?,
-        otlp_traces: otlp_traces(file.telemetry.otlp_endpoint, over.otlp_endpoint)?,
+        rate_limits,
+        otlp_traces,
         metrics_public: file.metrics_public,
-        copilotkit_base_path: copilotkit_base_path(&file.copilotkit.base_path)?,
+        copilotkit_base_path,
     })
 }
 
@@ -813,14 +961,14 @@ mod tests {
             .contains("listen_port"));
         let bad_url = yaml("agents: [{name: a, url: 'ftp://x'}]").unwrap();
         assert_eq!(
-            settings(bad_url, Overrides::default()).unwrap_err().key,
+            settings(bad_url, Overrides::default()).unwrap_err()[0].key,
             "agents[0].url"
         );
         let bad_proto = yaml("agents: [{name: a, url: 'http://x', protocol: '2.0'}]");
         assert!(bad_proto.is_err());
         let zero = yaml("agents: [{name: a, url: 'http://x'}]\ntimeouts: {idle: 0}").unwrap();
         assert_eq!(
-            settings(zero, Overrides::default()).unwrap_err().key,
+            settings(zero, Overrides::default()).unwrap_err()[0].key,
             "timeouts.idle"
         );
     }
@@ -837,7 +985,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(s.listen.port(), 2);
+        assert_eq!(s.listen, ["127.0.0.1:2".parse().unwrap()]);
         assert_eq!(s.agents.len(), 2);
         assert_eq!(
             s.agents
@@ -865,7 +1013,11 @@ mod tests {
         assert_eq!(base("/api/ck/").unwrap().as_deref(), Some("/api/ck"));
         assert_eq!(base("").unwrap(), None);
         for bad in ["/", "ck", "/a//b", "/{x}", "/agents", "/threads/ck"] {
-            assert_eq!(base(bad).unwrap_err().key, "copilotkit.base_path", "{bad}");
+            assert_eq!(
+                base(bad).unwrap_err()[0].key,
+                "copilotkit.base_path",
+                "{bad}"
+            );
         }
     }
 
@@ -881,7 +1033,7 @@ mod tests {
             ))
             .unwrap();
             assert_eq!(
-                settings(file, Overrides::default()).unwrap_err().key,
+                settings(file, Overrides::default()).unwrap_err()[0].key,
                 "cors_origins",
                 "{bad}"
             );
@@ -922,10 +1074,10 @@ mod tests {
             "redis://127.0.0.1:6379/0?timeout=1",
             "http://127.0.0.1:6379",
         ] {
-            assert_eq!(store(bad).unwrap_err().key, "binding_store", "{bad}");
+            assert_eq!(store(bad).unwrap_err()[0].key, "binding_store", "{bad}");
         }
         let shown = store("redis://:secret@127.0.0.1:6379/x").unwrap_err();
-        assert!(!shown.message.contains("secret"), "{}", shown.message);
+        assert!(!shown.to_string().contains("secret"), "{shown}");
         // The flag (and GATEWAY_BINDING_STORE) wins over the file.
         let file = yaml("binding_store: memory\nagents: [{name: a, url: 'http://x'}]").unwrap();
         let over = Overrides {
@@ -943,7 +1095,7 @@ mod tests {
         assert_eq!(s.binding_ttl, Duration::from_secs(60));
         let zero = yaml("binding_ttl_s: 0\nagents: [{name: a, url: 'http://x'}]").unwrap();
         assert_eq!(
-            settings(zero, Overrides::default()).unwrap_err().key,
+            settings(zero, Overrides::default()).unwrap_err()[0].key,
             "binding_ttl_s"
         );
         assert!(yaml("binding_ttl_s: -1\nagents: []").is_err());
@@ -953,7 +1105,7 @@ mod tests {
     fn a_non_loopback_listen_needs_inbound_auth_or_the_waiver() {
         let agents = "agents: [{name: a, url: 'http://x'}]";
         let open = yaml(&format!("listen: 0.0.0.0:0\n{agents}")).unwrap();
-        let e = settings(open.clone(), Overrides::default()).unwrap_err();
+        let e = settings(open.clone(), Overrides::default()).unwrap_err()[0].clone();
         assert_eq!(e.key, "listen");
         assert!(e.message.contains("insecure_no_auth"), "{e}");
         let waived = Overrides {
@@ -980,7 +1132,7 @@ mod tests {
             ..Default::default()
         };
         let file = yaml(agents).unwrap();
-        assert_eq!(settings(file, flag).unwrap_err().key, "listen");
+        assert_eq!(settings(file, flag).unwrap_err()[0].key, "listen");
     }
 
     #[test]
@@ -989,7 +1141,7 @@ mod tests {
             let file = yaml(&format!(
                 "agents: [{{name: a, url: 'http://x', headers: {{X-Api-Key: k}}{extra}}}]"
             ))?;
-            settings(file, Overrides::default()).map_err(|e| format!("{}: {}", e.key, e.message))
+            settings(file, Overrides::default()).map_err(|e| e.to_string())
         };
         let plain = agent("").unwrap();
         assert_eq!(plain.agents[0].visibility, Visibility::Owner);
@@ -1010,6 +1162,96 @@ mod tests {
             let e = agent(&format!(", forward_identity: {bad}")).unwrap_err();
             assert!(e.starts_with("agents[0].forward_identity"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn listen_addresses_resolve_host_names() {
+        let v4: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        assert_eq!(listen_addresses("127.0.0.1:8080").unwrap(), [v4]);
+        assert_eq!(
+            listen_addresses("[::1]:0").unwrap(),
+            ["[::1]:0".parse::<SocketAddr>().unwrap()]
+        );
+        // `localhost` is loopback wherever it resolves (127.0.0.1, and ::1 where listed).
+        let local = listen_addresses("localhost:8080").unwrap();
+        assert!(local.contains(&v4), "{local:?}");
+        assert!(local
+            .iter()
+            .all(|a| a.ip().is_loopback() && a.port() == 8080));
+        for bad in [
+            "localhost",
+            "8080",
+            ":8080",
+            "localhost:http",
+            "::1:8080",
+            "[::1]",
+        ] {
+            let e = listen_addresses(bad).unwrap_err();
+            assert_eq!(
+                (e.key.as_str(), e.message.ends_with("is not HOST:PORT")),
+                ("listen", true),
+                "{bad}: {e}"
+            );
+        }
+        let e = listen_addresses("no-such-host.invalid:8080").unwrap_err();
+        assert!(e.message.contains("does not resolve"), "{e}");
+        // A host name is a listen address like any other, loopback rule included.
+        let agents = "agents: [{name: a, url: 'http://x'}]";
+        let s = settings(
+            yaml(&format!("listen: localhost:0\n{agents}")).unwrap(),
+            Overrides::default(),
+        )
+        .unwrap();
+        assert!(s.listen.iter().all(|a| a.ip().is_loopback()));
+        // The default is DEFAULT_LISTEN.
+        let s = settings(yaml(agents).unwrap(), Overrides::default()).unwrap();
+        assert_eq!(s.listen, listen_addresses(DEFAULT_LISTEN).unwrap());
+    }
+
+    /// Validation goes on past a problem: every unset reference (and every other problem)
+    /// is named at once, in the order they are checked.
+    #[test]
+    fn every_problem_is_named_at_once() {
+        let file = yaml(
+            "listen: nowhere\n\
+             auth: {api_keys: [{name: k, key: env:CONFIG_TEST_UNSET_1}]}\n\
+             agents:\n\
+             - {name: a, url: 'http://x', headers: {A: env:CONFIG_TEST_UNSET_2, B: env:CONFIG_TEST_UNSET_3}}\n\
+             - {name: b, url: 'ftp://x'}\n\
+             timeouts: {idle: 0}",
+        )
+        .unwrap();
+        let over = Overrides {
+            agents: vec!["c".into()],
+            ..Default::default()
+        };
+        let errors = settings(file, over).unwrap_err();
+        let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "listen",
+                "agents[0].headers.A",
+                "agents[0].headers.B",
+                "agents[1].url",
+                "--agent",
+                "timeouts.idle",
+                "auth.api_keys[0].key",
+            ]
+        );
+        for var in [
+            "CONFIG_TEST_UNSET_1",
+            "CONFIG_TEST_UNSET_2",
+            "CONFIG_TEST_UNSET_3",
+        ] {
+            assert!(
+                errors
+                    .to_string()
+                    .contains(&format!("environment variable {var} is not set")),
+                "{errors}"
+            );
+        }
+        assert_eq!(errors.to_string().lines().count(), keys.len());
     }
 
     #[test]

@@ -137,7 +137,9 @@ pub(crate) fn router(state: AppState) -> Router {
             state.auth.clone(),
             auth::require_caller,
         ))
-        // Open routes: the API's description, and the metrics when `metrics_public`.
+        // Open routes (outside auth; docs/security.md): the API's description, the
+        // console's files, and the metrics when `metrics_public`. The probes are open too,
+        // inside: `auth::require_caller` lets them pass.
         .route("/openapi.json", get(openapi))
         .merge(console::routes())
         .merge(open_metrics)
@@ -323,7 +325,7 @@ pub(crate) async fn run_agent(
         .get(&name)
         .ok_or(RequestError::UnknownAgent(name))?;
     let (input, headers, permit) = read_run(&s, &caller, req).await?;
-    start_run(&s, agent, &caller, &headers, input, permit).await
+    start_run(&s, agent, &caller, &headers, input, permit, "run").await
 }
 
 /// Reads a run's body within its limits, once the caller's rate and a run slot allow it.
@@ -365,7 +367,8 @@ pub(crate) async fn read_body(s: &AppState, body: Body) -> Result<bytes::Bytes, 
         .map_err(|e| body_error(&e, limit))
 }
 
-/// Plans the run, checks the ids it names are the caller's, and streams it.
+/// Plans the run, checks the ids it names are the caller's, and streams it; `what` names
+/// the request in the log (`run`, or CopilotKit's `connect`).
 pub(crate) async fn start_run(
     s: &AppState,
     agent: Arc<Agent>,
@@ -373,6 +376,7 @@ pub(crate) async fn start_run(
     headers: &HeaderMap,
     input: RunAgentInput,
     permit: OwnedSemaphorePermit,
+    what: &'static str,
 ) -> Result<Response, RequestError> {
     let plan = request::plan(&input)?;
     check_ownership(s, &agent, caller, &plan).await?;
@@ -382,7 +386,7 @@ pub(crate) async fn start_run(
         .as_ref()
         .map(|t| t.run(headers, &agent.settings.name, &input.thread_id));
     let trace_id = trace.as_ref().map(|t| t.trace_id()).unwrap_or_default();
-    tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), trace_id, "run");
+    tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), trace_id, "{what}");
     // Contexts not created through the gateway (DESIGN §11).
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
@@ -517,6 +521,68 @@ mod tests {
             let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(body["error"]["code"], code, "{body}");
             assert_eq!(body["message"], body["error"]["message"], "{body}");
+        }
+    }
+
+    /// With inbound auth configured, exactly these answer without credentials (the list
+    /// README and docs/security.md give): the probes, the OpenAPI description, the
+    /// console's files, and `/metrics` only with `metrics_public`. Every described
+    /// operation and the console's files are tried.
+    #[tokio::test]
+    async fn with_inbound_auth_only_the_documented_routes_are_open() {
+        let spec: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let mut requests = Vec::new();
+        for (path, item) in spec["paths"].as_object().unwrap() {
+            for method in ["get", "post"] {
+                if item.get(method).is_some() {
+                    let uri = path
+                        .replace("{name}", "demo")
+                        .replace("{threadId}", "t")
+                        .replace("{file}", "console.js");
+                    requests.push((method.to_uppercase(), uri));
+                }
+            }
+        }
+        for uri in ["/console/", "/console/index.html", "/console/nope", "/nope"] {
+            requests.push(("GET".to_owned(), uri.to_owned()));
+        }
+        let keyed: crate::config::AuthConfig =
+            serde_yaml_ng::from_str("api_keys: [{name: console, key: k-0123456789abcdef}]")
+                .unwrap();
+        for metrics_public in [false, true] {
+            let mut s = state();
+            s.auth = Arc::new(Authenticator::from_config(&keyed, &[]).unwrap());
+            s.metrics_public = metrics_public;
+            let app = router(s);
+            let mut open = Vec::new();
+            for (method, uri) in &requests {
+                let req = HttpRequest::builder()
+                    .method(method.as_str())
+                    .uri(uri)
+                    .header("content-type", "application/json")
+                    .body(Body::from("{}"))
+                    .unwrap();
+                let resp = app.clone().oneshot(req).await.unwrap();
+                if resp.status() != StatusCode::UNAUTHORIZED {
+                    open.push(format!("{method} {uri}"));
+                }
+            }
+            open.sort();
+            let mut expected = vec![
+                "GET /console",
+                "GET /console/",
+                "GET /console/console.js",
+                "GET /console/index.html",
+                "GET /console/nope",
+                "GET /healthz",
+                "GET /openapi.json",
+                "GET /readyz",
+            ];
+            if metrics_public {
+                expected.push("GET /metrics");
+                expected.sort();
+            }
+            assert_eq!(open, expected, "metrics_public: {metrics_public}");
         }
     }
 

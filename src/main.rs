@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agui_a2a_gateway::{app, config};
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 /// jemalloc returns freed memory to the system within seconds (its decay, run by its
 /// background threads); glibc's allocator kept the fragments of a burst of large runs
@@ -20,7 +20,7 @@ struct Cli {
     /// Config file (YAML, or TOML by extension).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:8080].
+    /// Address to listen on, HOST:PORT (its help, naming the default, is set by [`cli`]).
     #[arg(long, env = "GATEWAY_LISTEN", value_name = "ADDR")]
     listen: Option<String>,
     /// An upstream A2A agent, NAME=URL (base URL or card URL); repeatable.
@@ -94,7 +94,8 @@ async fn shutdown_signal() {
 }
 
 /// `--healthcheck`: the listen address as serving resolves it (flag or env, then the config
-/// file, then the default), an unspecified address checked on loopback; 3 s in all, no proxy.
+/// file, then the default; a host name's first address), an unspecified address checked on
+/// loopback; 3 s in all, no proxy.
 async fn healthcheck(cli: &Cli) -> ExitCode {
     let from_file = cli
         .config
@@ -105,10 +106,13 @@ async fn healthcheck(cli: &Cli) -> ExitCode {
         .listen
         .clone()
         .or(from_file)
-        .unwrap_or_else(|| "127.0.0.1:8080".into());
-    let Ok(mut addr) = raw.parse::<std::net::SocketAddr>() else {
-        println!("unhealthy: listen address {raw:?} is not HOST:PORT");
-        return ExitCode::FAILURE;
+        .unwrap_or_else(|| config::DEFAULT_LISTEN.into());
+    let mut addr = match config::listen_addresses(&raw) {
+        Ok(addrs) => addrs[0],
+        Err(e) => {
+            println!("unhealthy: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr {
@@ -142,9 +146,23 @@ async fn healthcheck(cli: &Cli) -> ExitCode {
     }
 }
 
+/// The command line: [`Cli`], its `--listen` help naming [`config::DEFAULT_LISTEN`].
+fn cli() -> clap::Command {
+    Cli::command().mut_arg("listen", |arg| {
+        arg.help(format!(
+            "Address to listen on, HOST:PORT; a host name listens on every address it \
+             resolves to [default: {}]",
+            config::DEFAULT_LISTEN
+        ))
+    })
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&cli().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     if cli.healthcheck {
         return healthcheck(&cli).await;
     }
@@ -171,8 +189,10 @@ async fn main() -> ExitCode {
     };
     let settings = match config::settings(file, overrides) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
+        Err(errors) => {
+            for e in errors.iter() {
+                eprintln!("error: {e}");
+            }
             return ExitCode::from(2);
         }
     };
@@ -183,7 +203,7 @@ async fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let listen = settings.listen;
+    let listen = settings.listen.clone();
     let app = match app::build(settings).await {
         Ok(a) => a,
         Err(e) => {
@@ -191,22 +211,26 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let listener = match tokio::net::TcpListener::bind(listen).await {
+    let listeners = match app::bind(&listen).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: cannot listen on {listen}: {e}");
+            eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let addr = listener
-        .local_addr()
+    let addrs: Vec<String> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
         .map(|a| a.to_string())
-        .unwrap_or_default();
-    tracing::info!(%addr, "agui-a2a-gateway listening");
+        .collect();
+    for addr in &addrs {
+        tracing::info!(%addr, "agui-a2a-gateway listening");
+    }
+    let addr = addrs.first().cloned().unwrap_or_default();
     for agent in app.registry.all() {
         tracing::info!(agent = %agent.settings.name, "POST http://{addr}/agents/{}", agent.settings.name);
     }
-    match app.serve(listener, shutdown_signal()).await {
+    match app.serve_all(listeners, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -53,6 +53,7 @@ use crate::agui::{Event, RunAgentInput};
 use crate::auth::Caller;
 use crate::bridge::{history, Projector, RunFrame};
 use crate::error::{RequestError, RunError};
+use crate::redact::Shown;
 use crate::registry::Agent;
 
 /// The routes under `base` (none when `base` is `None`).
@@ -138,29 +139,32 @@ async fn connect(
     input.resume.clear();
     let props = json!({"subscribeOnly": true, "taskId": last.id, "contextId": context_id});
     input.forwarded_props = Some(json!({ "a2a": props }));
-    super::start_run(&s, agent, &caller, &headers, input, permit).await
+    super::start_run(&s, agent, &caller, &headers, input, permit, "connect").await
 }
 
-/// `POST {base}/agent/{id}/stop/{threadId}`: cancel the caller's thread's running tasks.
+/// `POST {base}/agent/{id}/stop/{threadId}`: cancel the caller's thread's running tasks;
+/// logged as a `stop`, with how many tasks it cancelled.
 async fn stop(
     State(s): State<AppState>,
     Path((id, thread_id)): Path<(String, String)>,
     caller: Caller,
 ) -> Result<Json<Value>, RequestError> {
     let agent = s.registry.get(&id).ok_or(RequestError::UnknownAgent(id))?;
-    let nothing_running = || not_stopped(&format!("No active run for thread '{thread_id}'."));
-    let Some(context_id) = threads::context_of(&s, &agent, &caller, &thread_id).await? else {
-        return Ok(nothing_running());
+    let cancelled = match threads::context_of(&s, &agent, &caller, &thread_id).await? {
+        Some(context_id) => cancel_live(&s, &agent, &caller, &thread_id, &context_id).await,
+        None => Ok(0),
     };
-    let cancelled = match cancel_live(&s, &agent, &caller, &thread_id, &context_id).await {
-        Ok(n) => n,
-        Err(e) => return Ok(not_stopped(&e.to_string())),
-    };
-    if cancelled == 0 {
-        return Ok(nothing_running());
+    let (agent, caller, thread) = (&agent.settings.name, Shown(&caller.name), Shown(&thread_id));
+    match &cancelled {
+        Ok(n) => tracing::info!(%agent, %caller, thread_id = %thread, cancelled = n, "stop"),
+        Err(e) => tracing::info!(%agent, %caller, thread_id = %thread, error = %e, "stop"),
     }
-    Ok(Json(json!({"stopped": true, "interrupt": {
-        "type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}})))
+    Ok(match cancelled {
+        Ok(0) => not_stopped(&format!("No active run for thread '{thread_id}'.")),
+        Ok(_) => Json(json!({"stopped": true, "interrupt": {
+            "type": "RUN_ERROR", "message": "Run stopped by user", "code": "STOPPED"}})),
+        Err(e) => not_stopped(&e.to_string()),
+    })
 }
 
 fn not_stopped(message: &str) -> Json<Value> {
@@ -286,4 +290,109 @@ fn stream(batches: Vec<Vec<Event>>) -> Response {
         futures::stream::iter(batches),
         sse::KEEP_ALIVE,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::Body;
+    use axum::http::Request as HttpRequest;
+    use serde_json::{json, Value};
+    use tower::ServiceExt;
+
+    /// The log, as JSON lines.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    /// Each request is logged as what it is: a run as `run`, a reconnect as `connect`, a
+    /// stop as `stop` (with how many tasks it cancelled), never a stop as a run.
+    #[tokio::test]
+    async fn runs_connects_and_stops_are_logged_as_such() {
+        let log = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(log.clone())
+            .finish();
+        // The test's runtime runs on this thread: every task logs here.
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let over = crate::config::Overrides {
+            demo: true,
+            ..Default::default()
+        };
+        let settings = crate::config::settings(Default::default(), over).unwrap();
+        let app = crate::app::build(settings).await.unwrap();
+        let call = |uri: &str, body: Value| {
+            let req = HttpRequest::builder()
+                .method("POST")
+                .uri(uri)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap();
+            let app = app.router.clone();
+            async move {
+                let resp = app.oneshot(req).await.unwrap();
+                assert_eq!(resp.status(), 200);
+                axum::body::to_bytes(resp.into_body(), 1 << 20)
+                    .await
+                    .unwrap()
+            }
+        };
+        let input = |run: &str, messages: Value| {
+            json!({"threadId": "t-log", "runId": run, "state": {}, "tools": [], "context": [],
+                "forwardedProps": {}, "messages": messages})
+        };
+        let hi = json!([{"id": "m1", "role": "user", "content": "echo hi"}]);
+        call("/copilotkit/agent/demo/run", input("r1", hi)).await;
+        call("/copilotkit/agent/demo/connect", input("r2", json!([]))).await;
+        let answer = call("/copilotkit/agent/demo/stop/t-log", json!({})).await;
+        assert_eq!(
+            serde_json::from_slice::<Value>(&answer).unwrap()["stopped"],
+            false
+        );
+        let envelope =
+            json!({"method": "agent/stop", "params": {"agentId": "demo", "threadId": "t-log"}});
+        call("/copilotkit", envelope).await;
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let requests: Vec<(String, String)> = text
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter(|e| {
+                e["target"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("agui_a2a_gateway::http")
+            })
+            .map(|e| {
+                let fields = &e["fields"];
+                let message = fields["message"].as_str().unwrap().to_owned();
+                (
+                    message,
+                    fields["thread_id"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        let expected =
+            ["run", "connect", "stop", "stop"].map(|m| (m.to_owned(), "t-log".to_owned()));
+        assert_eq!(requests, expected, "{text}");
+        assert!(text.contains("\"cancelled\":0"), "{text}");
+    }
 }

@@ -23,6 +23,24 @@ use tokio::sync::{watch, Semaphore};
 /// How often refusals at the connection cap are logged, at most.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// The next connection on any of `listeners`, asking them in turn from `turn` on (a busy
+/// one does not starve the others).
+async fn accept_any(
+    listeners: &[TcpListener],
+    turn: usize,
+) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    std::future::poll_fn(|cx| {
+        for i in 0..listeners.len() {
+            let listener = &listeners[(turn + i) % listeners.len()];
+            if let std::task::Poll::Ready(accepted) = listener.poll_accept(cx) {
+                return std::task::Poll::Ready(accepted);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
 /// What the accept loop and its connections enforce.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnectionLimits {
@@ -34,11 +52,12 @@ pub(crate) struct ConnectionLimits {
     pub client_write: Duration,
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and
-/// returns a future that resolves once every open connection has closed (idle ones close
-/// at once, the others after the response they are writing).
+/// Serves `router` on `listeners` (one per listen address; the connection cap spans them)
+/// until `shutdown` resolves, then stops accepting and returns a future that resolves once
+/// every open connection has closed (idle ones close at once, the others after the response
+/// they are writing).
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     router: axum::Router,
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
@@ -48,9 +67,11 @@ pub(crate) async fn serve(
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
     let mut last_warning: Option<std::time::Instant> = None;
+    let mut turn: usize = 0;
     loop {
+        turn = turn.wrapping_add(1);
         let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = accept_any(&listeners, turn) => match accepted {
                 Ok(conn) => conn,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -83,7 +104,7 @@ pub(crate) async fn serve(
             slot,
         ));
     }
-    drop(listener);
+    drop(listeners);
     let _ = closing.send(true);
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     async move {

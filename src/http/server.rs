@@ -756,9 +756,13 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
-            let closed =
-                super::super::listener::serve(listener, router, LIMITS, std::future::pending())
-                    .await;
+            let closed = super::super::listener::serve(
+                vec![listener],
+                router,
+                LIMITS,
+                std::future::pending(),
+            )
+            .await;
             closed.await;
         });
         addr

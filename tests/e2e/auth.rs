@@ -68,7 +68,7 @@ async fn assert_unauthorized(resp: reqwest::Response, secret: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn without_valid_credentials_every_route_but_the_probes_is_401() {
+async fn without_valid_credentials_every_route_but_the_open_ones_is_401() {
     let gw = gateway().await;
     let client = reqwest::Client::new();
     let url = |path: &str| format!("{}{path}", gw.base);
@@ -106,6 +106,11 @@ async fn without_valid_credentials_every_route_but_the_probes_is_401() {
     assert_ne!(ready.status(), 401);
     let ready: Value = ready.json().await.unwrap();
     assert!(ready["status"].is_string());
+    // So do the API's description and the console's files (docs/security.md lists them all).
+    for open in ["/openapi.json", "/console", "/console/console.js"] {
+        let resp = client.get(url(open)).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{open}");
+    }
     // CORS preflights are answered before auth, and a 401 is readable cross-origin.
     let preflight = client
         .request(reqwest::Method::OPTIONS, gw.agent_url("demo"))

@@ -14,6 +14,7 @@ mod frameworks;
 mod hostile;
 mod lane;
 mod ops;
+mod readme;
 mod redis;
 mod sessions;
 mod support;
