@@ -33,8 +33,10 @@ const LIMITS: ConnectionLimits = ConnectionLimits {
     client_write: Duration::from_secs(5),
 };
 
-/// How long a connection may stay silent before its exchange is over.
+/// How long a connection may stay silent before its exchange is over; a disagreement is
+/// judged again with [`PATIENT`] (a loaded machine may keep a server silent for longer).
 const QUIET: Duration = Duration::from_millis(150);
+const PATIENT: Duration = Duration::from_millis(2000);
 
 /// A router that records each request once its whole body is read, and answers `ok`.
 fn recording(log: Arc<Mutex<Vec<Seen>>>) -> axum::Router {
@@ -70,7 +72,7 @@ pub(super) struct Outcome {
 
 /// Sends `pieces` (with a short pause between them) to a fresh `server` on 127.0.0.1 and
 /// reads until it closes or stays quiet.
-pub(super) async fn exchange(server: Server, pieces: &[&[u8]]) -> Outcome {
+pub(super) async fn exchange(server: Server, pieces: &[&[u8]], quiet: Duration) -> Outcome {
     let log = Arc::new(Mutex::new(Vec::new()));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
@@ -108,12 +110,12 @@ pub(super) async fn exchange(server: Server, pieces: &[&[u8]]) -> Outcome {
     }
     let mut reply = Vec::new();
     let mut buf = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    let deadline = tokio::time::Instant::now() + quiet + Duration::from_secs(3);
     let closed = loop {
         if tokio::time::Instant::now() > deadline {
             break false;
         }
-        match tokio::time::timeout(QUIET, tcp.read(&mut buf)).await {
+        match tokio::time::timeout(quiet, tcp.read(&mut buf)).await {
             Ok(Ok(0)) | Ok(Err(_)) => break true,
             Ok(Ok(n)) => reply.extend_from_slice(&buf[..n]),
             Err(_) => break false,
@@ -129,8 +131,19 @@ pub(super) async fn exchange(server: Server, pieces: &[&[u8]]) -> Outcome {
     }
 }
 
+/// Why the gateway breaks the rule against hyper on `pieces`, if it does: exchanged with
+/// both, and once more, patiently, before a disagreement is reported.
+pub(super) async fn differs(pieces: &[&[u8]]) -> Option<String> {
+    let gateway = exchange(Server::Gateway, pieces, QUIET).await;
+    let hyper = exchange(Server::Hyper, pieces, QUIET).await;
+    disagreement(&gateway, &hyper)?;
+    let gateway = exchange(Server::Gateway, pieces, PATIENT).await;
+    let hyper = exchange(Server::Hyper, pieces, PATIENT).await;
+    disagreement(&gateway, &hyper)
+}
+
 /// Why the gateway's outcome breaks the rule against hyper's, if it does.
-pub(super) fn disagreement(gateway: &Outcome, hyper: &Outcome) -> Option<String> {
+fn disagreement(gateway: &Outcome, hyper: &Outcome) -> Option<String> {
     if gateway.seen == hyper.seen {
         return None;
     }
@@ -222,10 +235,14 @@ async fn the_gateway_never_draws_another_request_boundary_than_hyper() {
                 } else {
                     vec![&bytes[..]]
                 };
-                let gateway = exchange(Server::Gateway, &pieces).await;
-                let hyper = exchange(Server::Hyper, &pieces).await;
+                let gateway = exchange(Server::Gateway, &pieces, QUIET).await;
+                let hyper = exchange(Server::Hyper, &pieces, QUIET).await;
                 let refused = gateway.seen.len() < hyper.seen.len();
-                let verdict = disagreement(&gateway, &hyper)
+                let verdict = match disagreement(&gateway, &hyper) {
+                    Some(_) => differs(&pieces).await,
+                    None => None,
+                };
+                let verdict = verdict
                     .map(|why| format!("{name}{}: {why}", if split { " (split)" } else { "" }));
                 (verdict, refused)
             }));

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
-use super::differential_tests::{disagreement, exchange, Server};
+use super::differential_tests::differs;
 use crate::a2a::sse::{Parser, SseError};
 use crate::http1::{self, Framing, FramingError};
 
@@ -342,9 +342,8 @@ fn fuzz_generated_requests_get_the_same_boundary_as_hyper() {
         let verdicts = runtime.block_on(async {
             let runs = batch.into_iter().map(|requests| async move {
                 let bytes = requests.concat();
-                let gateway = exchange(Server::Gateway, &[&bytes]).await;
-                let hyper = exchange(Server::Hyper, &[&bytes]).await;
-                disagreement(&gateway, &hyper)
+                differs(&[&bytes])
+                    .await
                     .map(|why| format!("{:?}: {why}", String::from_utf8_lossy(&bytes)))
             });
             futures::future::join_all(runs).await
