@@ -53,8 +53,8 @@ EXPOSE 8080
 # nobody outside until you say so. To expose it, set GATEWAY_LISTEN=0.0.0.0:8080 at run time
 # (docker run -e GATEWAY_LISTEN=0.0.0.0:8080 -p 8080:8080 ...) and put it behind something
 # that authenticates callers, or configure inbound auth (--api-key, or auth: in a config
-# file). Without inbound auth a non-loopback address also needs --insecure-no-auth (DESIGN
-# §2): pass it only when what is in front authenticates. The environment overrides a config
+# file). Without inbound auth a non-loopback address also needs --insecure-no-auth
+# (docs/design.md#2-running-it-and-configuration): pass it only when what is in front authenticates. The environment overrides a config
 # file's listen:, so in a container set the address here, where the healthcheck reads it.
 ENV GATEWAY_LISTEN=127.0.0.1:8080
 # The binary checks its own GET /healthz at GATEWAY_LISTEN (0.0.0.0 checked as 127.0.0.1):

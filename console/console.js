@@ -1,4 +1,4 @@
-// The review console (DESIGN §3, §7): a plain client of the gateway's own HTTP API.
+// The review console (docs/design.md#3-http-surface, docs/design.md#7-human-in-the-loop): a plain client of the gateway's own HTTP API.
 // On load it connects without a key; only a 401 (inbound auth) asks for one. The API key is
 // typed once and kept in sessionStorage (this tab only); every call carries it as
 // `Authorization: Bearer`. Nothing is loaded from anywhere but this gateway.
@@ -480,7 +480,7 @@ function artifactItem(a) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Answer forms, generated from the interrupt's responseSchema (DESIGN §7)
+// Answer forms, generated from the interrupt's responseSchema (docs/design.md#7-human-in-the-loop)
 
 /** The schema an answer should follow: `responseSchema`, or the schema of the request. */
 export function schemaOf(p) {

@@ -73,7 +73,8 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             RedisStore::new(url, settings.binding_ttl).map_err(BuildError::Store)?,
         ),
     };
-    // DESIGN §9: redirects are never followed (a redirect could carry the configured
+    // docs/design.md#9-reliability-and-limits: redirects are never followed (a redirect could carry
+    // the configured
     // upstream credentials to another origin); a 3xx is an error like any non-2xx.
     let http = reqwest::Client::builder()
         .connect_timeout(settings.timeouts.connect)

@@ -1,4 +1,4 @@
-//! Inbound auth (DESIGN §11): who is calling.
+//! Inbound auth (docs/design.md#11-security): who is calling.
 //!
 //! When inbound auth is configured, every request except the open routes carries
 //! `Authorization: Bearer <token>`. The open routes: the probes ([`OPEN_PATHS`], let through
@@ -43,7 +43,7 @@ use crate::redact::Shown;
 
 /// The caller of every request when no inbound auth is configured.
 pub(crate) const ANONYMOUS: &str = "anonymous";
-/// The scope that sees every context of every agent (DESIGN §11).
+/// The scope that sees every context of every agent (docs/design.md#11-security).
 pub(crate) const SCOPE_THREADS_ALL: &str = "threads:all";
 /// Routes inside the middleware that need no caller: probes must work without
 /// credentials.
@@ -81,14 +81,16 @@ impl Caller {
     }
 
     /// Whether this caller may see and pick up contexts of an agent that were not created
-    /// through the gateway (DESIGN §11): on agents with `visibility: shared`, or with scope
+    /// through the gateway (docs/design.md#11-security): on agents with `visibility: shared`, or
+    /// with scope
     /// `threads:all`.
     pub(crate) fn may_see_foreign(&self, visibility: Visibility) -> bool {
         visibility == Visibility::Shared || self.has_scope(SCOPE_THREADS_ALL)
     }
 
     /// Whether this caller may use a context that `created_by` created through the gateway
-    /// (DESIGN §11): its own, or any with scope `threads:all`. Someone else's is refused
+    /// (docs/design.md#11-security): its own, or any with scope `threads:all`. Someone else's is
+    /// refused
     /// as unknown (404), never as forbidden.
     pub(crate) fn may_use(&self, created_by: &str) -> bool {
         created_by == self.name || self.has_scope(SCOPE_THREADS_ALL)

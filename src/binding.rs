@@ -1,4 +1,5 @@
-//! The binding store (DESIGN §4, §11): owner + agent + threadId -> contextId, the only
+//! The binding store (docs/design.md#4-threads-and-contexts, docs/design.md#11-security): owner +
+//! agent + threadId -> contextId, the only
 //! thing the gateway may remember. It holds ids and owners only, never content.
 //!
 //! Two kinds: [`memory`] (the default: per process, bounded, evicting) and [`redis`] (shared
@@ -172,7 +173,8 @@ impl BindingStore {
         }
     }
 
-    /// Claims the answer to `interrupt_id` on `agent` for one run (DESIGN §7: a resume sent
+    /// Claims the answer to `interrupt_id` on `agent` for one run
+    /// (docs/design.md#7-human-in-the-loop: a resume sent
     /// twice at once goes upstream once): `false` if another run holds it. The claim lasts
     /// `ttl` — an interrupt is answered once — unless released after a refusal. A store
     /// that does not answer grants it (the GetTask check still stops sequential replays).

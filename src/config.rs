@@ -1,5 +1,5 @@
 //! Configuration: the file (YAML or TOML), flags and env, validated into runtime
-//! [`Settings`] (DESIGN §2).
+//! [`Settings`] (docs/design.md#2-running-it-and-configuration).
 //!
 //! File types ([`FileConfig`]) mirror the documented keys exactly and reject unknown keys;
 //! runtime types ([`Settings`], [`AgentSettings`]) hold parsed values only (URLs, durations,
@@ -32,24 +32,25 @@ pub struct FileConfig {
     pub binding_ttl_s: Option<u64>,
     /// Browser origins allowed to call the gateway (CORS); none by default.
     pub cors_origins: Vec<String>,
-    /// Allow a non-loopback `listen` without inbound auth (DESIGN §11).
+    /// Allow a non-loopback `listen` without inbound auth (docs/design.md#11-security).
     pub insecure_no_auth: bool,
     /// Inbound auth: API keys and JWT.
     pub auth: AuthConfig,
     pub agents: Vec<AgentConfig>,
     pub limits: Limits,
     pub timeouts: Timeouts,
-    /// Runs per caller identity (DESIGN §2, §11); none by default.
+    /// Runs per caller identity (docs/design.md#2-running-it-and-configuration,
+    /// docs/design.md#11-security); none by default.
     pub rate_limits: Option<RateLimits>,
-    /// OpenTelemetry traces (DESIGN §10); off unless an endpoint is given.
+    /// OpenTelemetry traces (docs/design.md#10-observability); off unless an endpoint is given.
     pub telemetry: TelemetryConfig,
     /// `/metrics` without inbound auth even when auth is configured.
     pub metrics_public: bool,
-    /// CopilotKit runtime routes (DESIGN §3).
+    /// CopilotKit runtime routes (docs/design.md#3-http-surface).
     pub copilotkit: CopilotKitConfig,
 }
 
-/// `copilotkit` (DESIGN §2, §3).
+/// `copilotkit` (docs/design.md#2-running-it-and-configuration, docs/design.md#3-http-surface).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CopilotKitConfig {
@@ -65,7 +66,8 @@ impl Default for CopilotKitConfig {
     }
 }
 
-/// `rate_limits` (DESIGN §2): a token bucket per caller identity (anonymous callers: one per
+/// `rate_limits` (docs/design.md#2-running-it-and-configuration): a token bucket per caller
+/// identity (anonymous callers: one per
 /// client address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,7 +83,7 @@ fn default_burst() -> u32 {
     1
 }
 
-/// `telemetry` (DESIGN §2, §10).
+/// `telemetry` (docs/design.md#2-running-it-and-configuration, docs/design.md#10-observability).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
@@ -116,7 +118,8 @@ impl std::str::FromStr for Secret {
     }
 }
 
-/// `auth`: inbound caller authentication (DESIGN §2, §11); see `crate::auth`.
+/// `auth`: inbound caller authentication (docs/design.md#2-running-it-and-configuration,
+/// docs/design.md#11-security); see `crate::auth`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
@@ -179,13 +182,15 @@ pub struct AgentConfig {
     /// Header name -> value reference (`env:NAME`, `file:/path`, or a literal).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// Who may see and pick up contexts not created through the gateway (DESIGN §11).
+    /// Who may see and pick up contexts not created through the gateway
+    /// (docs/design.md#11-security).
     #[serde(default)]
     pub visibility: Visibility,
     /// A header that carries the caller identity on every upstream call of a run.
     #[serde(default)]
     pub forward_identity: Option<String>,
-    /// Cues forwarded on every run unless the run says otherwise (DESIGN §5, §8).
+    /// Cues forwarded on every run unless the run says otherwise (docs/design.md#5-run-options,
+    /// docs/design.md#8-forwarding-lane).
     #[serde(default)]
     pub forward: Vec<ForwardCue>,
     /// Activate the gateway's extensions even when the card does not declare them.
@@ -193,7 +198,8 @@ pub struct AgentConfig {
     pub force_extensions: bool,
 }
 
-/// One cue of the forwarding lane (`forward: [...]`, DESIGN §5; `docs/forwarding.md`).
+/// One cue of the forwarding lane (`forward: [...]`, docs/design.md#5-run-options;
+/// `docs/forwarding.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ForwardCue {
@@ -212,7 +218,7 @@ pub enum ForwardCue {
 }
 
 /// `visibility`: who may see contexts on the upstream that were not created through the
-/// gateway (DESIGN §11).
+/// gateway (docs/design.md#11-security).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Visibility {
@@ -246,7 +252,7 @@ impl ProtocolChoice {
     }
 }
 
-/// `context_ids`: who mints A2A context ids (DESIGN §4).
+/// `context_ids`: who mints A2A context ids (docs/design.md#4-threads-and-contexts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ContextIds {
@@ -257,7 +263,8 @@ pub enum ContextIds {
     Client,
 }
 
-/// `limits` (DESIGN §2, §9). Every one is enforced; exceeding one is a clear error.
+/// `limits` (docs/design.md#2-running-it-and-configuration,
+/// docs/design.md#9-reliability-and-limits). Every one is enforced; exceeding one is a clear error.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -811,7 +818,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         cors_origins.extend(problems.take(parse_origin(raw)));
     }
     let auth = problems.take(Authenticator::from_config(&file.auth, &over.api_keys));
-    // DESIGN §11: without inbound auth, loopback only unless explicitly waived.
+    // docs/design.md#11-security: without inbound auth, loopback only unless explicitly waived.
     let waived = file.insecure_no_auth || over.insecure_no_auth;
     if let (Some(listen), Some(auth)) = (&listen, &auth) {
         let open = listen.iter().find(|a| !a.ip().is_loopback());

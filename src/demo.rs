@@ -1,4 +1,5 @@
-//! The embedded demo A2A agent (`--demo`, DESIGN §2): a real A2A JSON-RPC server on its own
+//! The embedded demo A2A agent (`--demo`, docs/design.md#2-running-it-and-configuration): a real
+//! A2A JSON-RPC server on its own
 //! loopback listener, speaking 1.0 and 0.3 on the same URL (the method name picks the codec,
 //! as in a2a-sdk's compatibility layer; the method table is [`Operation::of_method`]). It
 //! makes a fresh `cargo run -- --demo` useful, serves as one of the test peers, and drives

@@ -1,5 +1,6 @@
 //! The gateway's error vocabulary: the one home of every error code a client can see
-//! (DESIGN §3, §6, §9).
+//! (docs/design.md#3-http-surface, docs/design.md#6-projection-a2a-to-ag-ui,
+//! docs/design.md#9-reliability-and-limits).
 //!
 //! Two regimes:
 //! - [`RequestError`]: a problem with the request itself, found before the stream starts;
@@ -75,7 +76,8 @@ pub(crate) enum RequestError {
     /// A route that exists, asked with another method.
     #[error("this route does not take that method")]
     MethodNotAllowed,
-    /// An agent a listing needs could not be read (DESIGN §3: never an empty list in its place).
+    /// An agent a listing needs could not be read (docs/design.md#3-http-surface: never an empty
+    /// list in its place).
     #[error("{0}")]
     UpstreamUnavailable(String),
     /// An agent a listing needs did not answer within `timeouts.upstream_call`.
@@ -120,7 +122,8 @@ impl RequestError {
         }
     }
 
-    /// Seconds a client should wait before retrying (`Retry-After`, DESIGN §3), if any.
+    /// Seconds a client should wait before retrying (`Retry-After`, docs/design.md#3-http-surface),
+    /// if any.
     pub(crate) fn retry_after(&self) -> Option<u64> {
         match self {
             Self::TooManyRuns(_) => Some(1),
@@ -190,7 +193,7 @@ pub(crate) enum RunError {
     /// A configured limit was exceeded (events, text, artifacts, state, event size).
     #[error("{0}")]
     LimitExceeded(String),
-    /// A resume that cannot be carried out (DESIGN §7).
+    /// A resume that cannot be carried out (docs/design.md#7-human-in-the-loop).
     #[error("{0}")]
     InvalidResume(String),
     #[error("the gateway is shutting down; the A2A task goes on and can be reattached")]
@@ -203,7 +206,7 @@ pub(crate) enum RunError {
 pub(crate) const RPC_CODE_PREFIX: &str = "a2a_error_";
 
 impl RunError {
-    /// The `RUN_ERROR` code (DESIGN §6 table).
+    /// The `RUN_ERROR` code (docs/design.md#6-projection-a2a-to-ag-ui table).
     pub(crate) fn code(&self) -> Cow<'static, str> {
         Cow::Borrowed(match self {
             Self::TaskFailed(_) => "a2a_task_failed",

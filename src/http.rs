@@ -1,4 +1,5 @@
-//! The HTTP surface (DESIGN §3): thin axum handlers and the router; the accept loop with
+//! The HTTP surface (docs/design.md#3-http-surface): thin axum handlers and the router; the accept
+//! loop with
 //! the client-side limits ([`listener`]); the SSE body of a run ([`sse`]).
 //!
 //! Two error regimes ([`crate::error`]): before the stream starts, a problem with the
@@ -73,13 +74,15 @@ pub(crate) struct AppState {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClientAddr(pub std::net::SocketAddr);
 
-/// The OpenAPI document of this surface (DESIGN §3), served at `/openapi.json`; a test
+/// The OpenAPI document of this surface (docs/design.md#3-http-surface), served at `/openapi.json`;
+/// a test
 /// keeps it and the router in step.
 pub(crate) const OPENAPI: &str = include_str!("../openapi/openapi.json");
 
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
-        // DESIGN's error body: the top-level `message` repeats the error's, for clients
+        // The error body (docs/design.md#3-http-surface): the top-level `message` repeats the
+        // error's, for clients
         // (CopilotKit) that show only that field.
         let message = self.to_string();
         let body = json!({"error": {"code": self.code(), "message": &message}, "message": message});
@@ -148,7 +151,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// `GET /metrics`: Prometheus text (DESIGN §10).
+/// `GET /metrics`: Prometheus text (docs/design.md#10-observability).
 async fn metrics(State(s): State<AppState>) -> Response {
     let mut resp = s.metrics.encode().into_response();
     resp.headers_mut().insert(
@@ -258,7 +261,8 @@ pub(crate) fn json_error(e: serde_json::Error) -> RequestError {
     }
 }
 
-/// DESIGN §4, §11: explicit ids are honoured only for contexts the caller may use. A named
+/// docs/design.md#4-threads-and-contexts, docs/design.md#11-security: explicit ids are honoured
+/// only for contexts the caller may use. A named
 /// context (props, state) created by someone else is unknown; so is a named task (props,
 /// a resumed interrupt, `subscribeOnly`, a waiting task in state) whose context is someone
 /// else's, or foreign to a caller who may not see foreign contexts. A caller with
@@ -346,7 +350,8 @@ pub(crate) async fn read_run(
         return Err(RequestError::UnsupportedMediaType);
     }
     let headers = req.headers().clone();
-    // The slot first: a body in memory is part of a run's cost (DESIGN §9).
+    // The slot first: a body in memory is part of a run's cost
+    // (docs/design.md#9-reliability-and-limits).
     let permit = s
         .runs
         .clone()
@@ -380,14 +385,15 @@ pub(crate) async fn start_run(
 ) -> Result<Response, RequestError> {
     let plan = request::plan(&input)?;
     check_ownership(s, &agent, caller, &plan).await?;
-    // DESIGN §10: the run's span, child of the client's `traceparent`; logs carry its id.
+    // docs/design.md#10-observability: the run's span, child of the client's `traceparent`; logs
+    // carry its id.
     let trace = s
         .traces
         .as_ref()
         .map(|t| t.run(headers, &agent.settings.name, &input.thread_id));
     let trace_id = trace.as_ref().map(|t| t.trace_id()).unwrap_or_default();
     tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), trace_id, "{what}");
-    // Contexts not created through the gateway (DESIGN §11).
+    // Contexts not created through the gateway (docs/design.md#11-security).
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
         agent,
@@ -607,7 +613,8 @@ mod tests {
 
     /// An agent that cannot be read (here: nothing listens at its URL, so its card is never
     /// read) is a 502 on its thread list and its thread, and is named in the inbox's
-    /// `unavailable` — never an empty list (DESIGN §3). The OpenAPI's codes for it are the
+    /// `unavailable` — never an empty list (docs/design.md#3-http-surface). The OpenAPI's codes for
+    /// it are the
     /// request errors'.
     #[tokio::test]
     async fn an_agent_that_cannot_be_read_is_never_an_empty_list() {

@@ -1,4 +1,5 @@
-//! `agui-a2a-gateway`: command line, logging, then build and serve (DESIGN §2).
+//! `agui-a2a-gateway`: command line, logging, then build and serve
+//! (docs/design.md#2-running-it-and-configuration).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

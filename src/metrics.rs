@@ -1,4 +1,5 @@
-//! Prometheus metrics (DESIGN §10), served at `GET /metrics` in the text format, built on
+//! Prometheus metrics (docs/design.md#10-observability), served at `GET /metrics` in the text
+//! format, built on
 //! `prometheus-client` (the Prometheus project's Rust client).
 //!
 //! Invariants: the names are those of the design, spelled here and nowhere else; labels are
@@ -112,7 +113,8 @@ fn registered<M: prometheus_client::registry::Metric + Clone>(
 }
 
 impl Metrics {
-    /// Every metric of DESIGN §10, registered; `store_errors` is the binding store's count.
+    /// Every metric of docs/design.md#10-observability, registered; `store_errors` is the binding
+    /// store's count.
     pub(crate) fn new(store_errors: Arc<AtomicU64>) -> Self {
         let mut registry = Registry::default();
         let runs = registered(

@@ -1,4 +1,5 @@
-//! What may be shown or logged (DESIGN §9, §11): the one home of the rules that keep
+//! What may be shown or logged (docs/design.md#9-reliability-and-limits,
+//! docs/design.md#11-security): the one home of the rules that keep
 //! secrets and forged lines out of responses and logs.
 //!
 //! - URLs lose their userinfo (`http://user:pass@host` -> `http://host`): a password in an

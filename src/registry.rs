@@ -1,4 +1,5 @@
-//! Configured upstream agents, their agent cards, and readiness (DESIGN §2, §3).
+//! Configured upstream agents, their agent cards, and readiness
+//! (docs/design.md#2-running-it-and-configuration, docs/design.md#3-http-surface).
 //!
 //! Cards are read at start and refreshed in the background (every
 //! [`REFRESH_INTERVAL`] while healthy, every [`RETRY_INTERVAL`] while not). A run on an
@@ -47,7 +48,8 @@ impl Resolved {
 }
 
 /// The caller identity header every upstream call made for `owner` carries
-/// (`forward_identity`, DESIGN §11): `None` when the agent forwards none, an error when the
+/// (`forward_identity`, docs/design.md#11-security): `None` when the agent forwards none, an error
+/// when the
 /// identity cannot be a header value. The one home of that rule: runs, thread reads,
 /// CopilotKit connect and stop all call upstream through [`Registry::resolve_as`] or this.
 pub(crate) fn caller_identity(
@@ -291,7 +293,8 @@ impl Registry {
                     continue;
                 }
             };
-            // Card URLs must stay on the configured origin (DESIGN §9); the configured URL
+            // Card URLs must stay on the configured origin
+            // (docs/design.md#9-reliability-and-limits); the configured URL
             // itself (or its directory, for a card URL) is the fallback endpoint.
             let fallback = if s.url.path().ends_with(".json") {
                 s.url.join("/").unwrap_or_else(|_| s.url.clone())

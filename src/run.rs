@@ -70,13 +70,14 @@ pub(crate) struct RunRequest {
     pub permit: OwnedSemaphorePermit,
     /// Becomes `true` when the gateway stops: open runs end with `RUN_ERROR`.
     pub stop: tokio::sync::watch::Receiver<bool>,
-    /// The caller's identity: the owner of the thread's binding (DESIGN §11).
+    /// The caller's identity: the owner of the thread's binding (docs/design.md#11-security).
     pub owner: String,
-    /// The caller may see contexts not created through the gateway (DESIGN §11), so a
+    /// The caller may see contexts not created through the gateway (docs/design.md#11-security), so
+    /// a
     /// threadId the upstream knows as a context may be picked up.
     pub may_pick_up: bool,
     pub metrics: Arc<Metrics>,
-    /// The run's span, when traces are on (DESIGN §10).
+    /// The run's span, when traces are on (docs/design.md#10-observability).
     pub trace: Option<RunTrace>,
 }
 
@@ -247,9 +248,9 @@ struct Run {
     /// The context whose history is read before the message goes, to open the run with it
     /// (pick-up or catch-up, [`ContextSource::history_to_read`]).
     pick_up: Option<String>,
-    /// What the forwarding lane adds to the message's metadata (DESIGN §8).
+    /// What the forwarding lane adds to the message's metadata (docs/design.md#8-forwarding-lane).
     lane: serde_json::Map<String, serde_json::Value>,
-    /// The run's span, parent of each upstream call's (DESIGN §10).
+    /// The run's span, parent of each upstream call's (docs/design.md#10-observability).
     trace: Option<RunTrace>,
     /// When the run started, for `agui_gateway_time_to_first_event_seconds`.
     started: std::time::Instant,
@@ -277,7 +278,8 @@ async fn holds_the_thread(
 }
 
 impl Run {
-    /// Resolves the context id (DESIGN §4, [`crate::bridge::context`]) and builds the
+    /// Resolves the context id (docs/design.md#4-threads-and-contexts, [`crate::bridge::context`])
+    /// and builds the
     /// projector. The client's state moves into the projector: it is never copied.
     async fn prepare(
         req: RunRequest,
@@ -406,7 +408,8 @@ impl Run {
         }
     }
 
-    /// Bookkeeping once ids are known: bind the thread to its context (DESIGN §4) and arm
+    /// Bookkeeping once ids are known: bind the thread to its context
+    /// (docs/design.md#4-threads-and-contexts) and arm
     /// the cancel-on-disconnect for the task.
     async fn after_apply(&mut self) {
         if !self.bound {
@@ -537,7 +540,8 @@ impl Run {
         }
     }
 
-    /// DESIGN §4 pick-up and catch-up: if the upstream (A2A 1.0) has tasks in `context_id`
+    /// docs/design.md#4-threads-and-contexts pick-up and catch-up: if the upstream (A2A 1.0) has
+    /// tasks in `context_id`
     /// (the threadId asked as a context, or the run's known context for a client that holds
     /// none of its turns), the message goes into that context and the run opens with its
     /// earlier turns. Without `ListTasks` (0.3) or when it fails, nothing is shown
@@ -621,7 +625,8 @@ impl Run {
             .send_message(message, history, Some(self.timeouts.run))
             .await?;
         // A task result holds the whole turn in its history: projected like a recovered
-        // snapshot, so the live view and a later rebuild agree (DESIGN §4).
+        // snapshot, so the live view and a later rebuild agree
+        // (docs/design.md#4-threads-and-contexts).
         self.first_event();
         let projected = match &result {
             StreamEvent::Task(task) => {

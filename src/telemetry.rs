@@ -1,4 +1,4 @@
-//! Traces (DESIGN §10): OpenTelemetry over OTLP/HTTP (protobuf), when
+//! Traces (docs/design.md#10-observability): OpenTelemetry over OTLP/HTTP (protobuf), when
 //! `telemetry.otlp_endpoint` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) is set; otherwise nothing is
 //! built and nothing is done per run.
 //!

@@ -4,7 +4,8 @@
 //! `agent.json`, or the card URL itself when the configured URL names a `.json` file.
 //! Version selection: a 1.0 card lists `supportedInterfaces` (first JSONRPC entry we speak
 //! wins, 1.0 preferred); a 0.3 card has top-level `url` + `protocolVersion`. Card URLs are
-//! used only when they stay on the configured origin (DESIGN §9): a card cannot redirect the
+//! used only when they stay on the configured origin (docs/design.md#9-reliability-and-limits): a
+//! card cannot redirect the
 //! gateway to another host.
 
 use serde::Deserialize;

@@ -1,12 +1,14 @@
 //! The A2A JSON-RPC client: one [`Client`] per upstream endpoint, both protocol versions.
 //!
-//! Lenient where upstreams are sloppy (DESIGN §6): a streaming call may be answered with
+//! Lenient where upstreams are sloppy (docs/design.md#6-projection-a2a-to-ag-ui): a streaming call
+//! may be answered with
 //! plain JSON (a JSON-RPC error before the stream starts, or a single result), SSE may use
 //! CRLF and `:` comment frames, and errors inside a stream come as `event: error` frames (1.0)
 //! or plain `data:` frames (0.3). Every 1.0 call carries `A2A-Version: 1.0` (a2a-sdk treats a
 //! missing header as 0.3 and answers -32009).
 //!
-//! Hostile upstreams (DESIGN §9): every unary call and the response head of a subscription
+//! Hostile upstreams (docs/design.md#9-reliability-and-limits): every unary call and the response
+//! head of a subscription
 //! are bounded by `timeouts.upstream_call` (the first event of a new message stream is the
 //! caller's `first_event`; the time between events its `idle`); bodies are read with a size
 //! bound; an upstream's response body is never echoed (errors carry a status and a short
@@ -81,7 +83,7 @@ pub struct Client {
     call_timeout: Duration,
     /// Told of every call's method and result (the gateway's metrics).
     on_call: Option<CallHook>,
-    /// The run whose calls these are, when traces are on (DESIGN §10).
+    /// The run whose calls these are, when traces are on (docs/design.md#10-observability).
     trace: Option<crate::telemetry::RunTrace>,
     /// Streams from an `http://` endpoint are read by [`super::direct`] (connecting within
     /// this bound) rather than reqwest; `None`: every call goes through reqwest.
@@ -207,7 +209,8 @@ impl Client {
         .await
     }
 
-    /// DESIGN §10: a span per upstream call around `send(headers)`, its context sent upstream
+    /// docs/design.md#10-observability: a span per upstream call around `send(headers)`, its
+    /// context sent upstream
     /// as `traceparent` in `headers` (none when traces are off).
     async fn call_traced<T, F>(
         &self,
@@ -707,7 +710,8 @@ pub fn describe(e: &reqwest::Error) -> String {
     }
 }
 
-/// An answer that is not JSON-RPC: described by its size, never echoed (DESIGN §3).
+/// An answer that is not JSON-RPC: described by its size, never echoed
+/// (docs/design.md#3-http-surface).
 fn not_jsonrpc(text: &str) -> ClientError {
     ClientError::Invalid(format!(
         "the upstream answered {} bytes that are not a JSON-RPC response",

@@ -13,7 +13,8 @@
 //! [`proxy_configured`]); `https://` and proxied upstreams stream through reqwest. Unary
 //! calls always go through reqwest.
 //!
-//! Hostile upstreams (DESIGN §9): connecting is bounded by `timeouts.connect`, the response
+//! Hostile upstreams (docs/design.md#9-reliability-and-limits): connecting is bounded by
+//! `timeouts.connect`, the response
 //! head by the caller's head bound (or the first event's); the head, chunk lines, extensions
 //! and trailers within [`crate::http1`]'s bounds and grammar (the same request boundary and
 //! chunked rules as the inbound server: a head with a bare LF is refused, not read with

@@ -46,7 +46,8 @@ impl TaskState {
         }
     }
 
-    /// The lowercase 0.3 spelling, used in the projected AG-UI state (DESIGN §6).
+    /// The lowercase 0.3 spelling, used in the projected AG-UI state
+    /// (docs/design.md#6-projection-a2a-to-ag-ui).
     pub fn as_str(&self) -> &str {
         match self {
             Self::Submitted => "submitted",
@@ -80,7 +81,8 @@ impl TaskState {
         )
     }
 
-    /// Failed, rejected or canceled: its status message is an error, not chat (DESIGN §6).
+    /// Failed, rejected or canceled: its status message is an error, not chat
+    /// (docs/design.md#6-projection-a2a-to-ag-ui).
     pub fn is_failure(&self) -> bool {
         matches!(self, Self::Failed | Self::Rejected | Self::Canceled)
     }
@@ -127,7 +129,7 @@ pub enum PartContent {
     Text(String),
     /// Inline bytes, base64 as on the wire (never decoded by the gateway).
     Bytes(String),
-    /// A file by URL: passed through, never fetched (DESIGN §9).
+    /// A file by URL: passed through, never fetched (docs/design.md#9-reliability-and-limits).
     Url(String),
     Data(Value),
     /// A shape we do not know, kept verbatim.
@@ -387,7 +389,7 @@ pub struct OutgoingMessage {
     pub parts: Vec<Part>,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
-    /// The message's own metadata (an extension's payload, DESIGN §7/§8).
+    /// The message's own metadata (an extension's payload, docs/design.md#7-human-in-the-loop/§8).
     pub metadata: Option<Value>,
     /// Extension URIs the message uses (`message.extensions`).
     pub extensions: Vec<String>,

@@ -48,7 +48,7 @@ impl RunAgentInput {
             .is_some_and(|major| major >= 1)
     }
 
-    /// `forwardedProps.a2a`, the gateway's run options (DESIGN §5).
+    /// `forwardedProps.a2a`, the gateway's run options (docs/design.md#5-run-options).
     pub(crate) fn a2a_props(&self) -> Option<&serde_json::Map<String, Value>> {
         self.forwarded_props.as_ref()?.get("a2a")?.as_object()
     }

@@ -23,7 +23,7 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Cmd, FromRedisValue};
 use tokio::time::Instant;
 
-/// Prefix of every key the gateway writes (DESIGN §4).
+/// Prefix of every key the gateway writes (docs/design.md#4-threads-and-contexts).
 pub(crate) const KEY_PREFIX: &str = "agui-a2a-gateway:binding:";
 /// Prefix of the ownership index: agent + contextId -> the owner and thread that created it.
 pub(crate) const OWNER_PREFIX: &str = "agui-a2a-gateway:context:";

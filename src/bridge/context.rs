@@ -1,4 +1,5 @@
-//! The contextId of a run (DESIGN §4): the one place the resolution order is written.
+//! The contextId of a run (docs/design.md#4-threads-and-contexts): the one place the resolution
+//! order is written.
 //!
 //! Explicit ids first (the client named the context), then what the gateway remembers, then
 //! the threadId itself when the upstream knows it as a context (pick-up: an A2A 1.0
@@ -30,8 +31,9 @@ pub(crate) struct ContextCandidates {
 }
 
 impl ContextSource {
-    /// Whether the threadId is asked of the upstream as a known context (pick-up, DESIGN
-    /// §4, step 4): only when nothing explicit or remembered named the context.
+    /// Whether the threadId is asked of the upstream as a known context (pick-up,
+    /// docs/design.md#4-threads-and-contexts, step 4): only when nothing explicit or remembered
+    /// named the context.
     pub(crate) fn asks_upstream(source: Option<ContextSource>) -> bool {
         matches!(source, None | Some(ContextSource::ThreadId))
     }
@@ -69,7 +71,7 @@ impl ContextCandidates {
         self.forwarded_props.is_none() && self.client_state.is_none()
     }
 
-    /// The first candidate in DESIGN §4 order.
+    /// The first candidate in docs/design.md#4-threads-and-contexts order.
     pub(crate) fn resolve(self) -> Option<(String, ContextSource)> {
         let ordered = [
             (self.forwarded_props, ContextSource::ForwardedProps),

@@ -1,4 +1,5 @@
-//! Human-in-the-loop dialects (DESIGN §7, `docs/dialects.md`): how each agent framework asks
+//! Human-in-the-loop dialects (docs/design.md#7-human-in-the-loop, `docs/dialects.md`): how each
+//! agent framework asks
 //! for input on the A2A wire, and the one answer shape it accepts. The one home of every
 //! framework's HITL shape: the projection reads a waiting status with [`read`], the resume
 //! path writes the answer with [`answer`].
@@ -44,7 +45,8 @@ pub(crate) enum Dialect {
     /// kagent's HITL extension (`tool_approval_request`, `ask_user_request`), answered in
     /// `metadata[KAGENT_HITL_URI]` with `message.extensions` naming it.
     KagentExtension { kind: KagentKind, ids: Vec<String> },
-    /// The agent called frontend tools (`agui-tool-call` data parts, DESIGN §8): the run
+    /// The agent called frontend tools (`agui-tool-call` data parts,
+    /// docs/design.md#8-forwarding-lane): the run
     /// ends for the frontend to run them; each result goes back as an `agui-tool-result`.
     FrontendTools { call_ids: Vec<String> },
 }
@@ -126,7 +128,8 @@ pub(crate) fn read(message: Option<&Message>) -> Request {
             _ => None,
         })
         .collect();
-    // DESIGN §7: any data part of the request is the interrupt's `request`.
+    // docs/design.md#7-human-in-the-loop: any data part of the request is the interrupt's
+    // `request`.
     let request = match datas.as_slice() {
         [] => None,
         [(one, _)] => Some((*one).clone()),
@@ -296,7 +299,8 @@ fn read_kagent_extension(asked: &Asked<'_>) -> Option<Request> {
     })
 }
 
-/// Frontend tool calls (`agui-tool-call`, DESIGN §8), the wait for their results.
+/// Frontend tool calls (`agui-tool-call`, docs/design.md#8-forwarding-lane), the wait for their
+/// results.
 fn read_frontend_tools(asked: &Asked<'_>) -> Option<Request> {
     let calls: Vec<(String, String)> = asked
         .datas
@@ -457,7 +461,8 @@ impl From<Vec<Part>> for Written {
     }
 }
 
-/// The answer to `request` with `reply`, in the request's dialect (DESIGN §7).
+/// The answer to `request` with `reply`, in the request's dialect
+/// (docs/design.md#7-human-in-the-loop).
 pub(crate) fn answer(request: &Request, reply: &Reply, interrupt_id: &str) -> Written {
     if let Reply::Payload(p) = reply {
         if let Some(parts) = verbatim_parts(p) {
@@ -580,7 +585,8 @@ fn kagent_extension_answer(kind: KagentKind, ids: &[String], reply: &Reply) -> W
     }
 }
 
-/// `{"a2aParts": [...]}`: parts sent as given (DESIGN §7); `None` if the payload is not that.
+/// `{"a2aParts": [...]}`: parts sent as given (docs/design.md#7-human-in-the-loop); `None` if the
+/// payload is not that.
 fn verbatim_parts(payload: &Value) -> Option<Vec<Part>> {
     let list = payload.get("a2aParts")?.as_array()?;
     let parts: Vec<Part> = list

@@ -1,6 +1,7 @@
 //! A2A task history -> AG-UI `Message[]`: the one function that rebuilds a conversation
 //! (reattach, pick-up). Agent turns keep their A2A messageIds, user turns the ids the client
-//! sent (DESIGN §4), and an artifact's text is the message the live projection streamed for
+//! sent (docs/design.md#4-threads-and-contexts), and an artifact's text is the message the live
+//! projection streamed for
 //! it ([`artifact_message_id`]), so a snapshot carries the ids the client already holds.
 
 use serde_json::{json, Value};
@@ -124,7 +125,8 @@ impl Rebuild {
 }
 
 /// The conversation of `tasks` (oldest first): each task's history, its artifacts, then its
-/// current status message, read with the live projection's rules (DESIGN §4, §6), so the
+/// current status message, read with the live projection's rules
+/// (docs/design.md#4-threads-and-contexts, docs/design.md#6-projection-a2a-to-ag-ui), so the
 /// ids and texts, and the tool calls wherever they travelled (messages or artifacts), are
 /// those the client was shown live.
 pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {

@@ -1,4 +1,5 @@
-//! Interrupts: A2A `input-required` / `auth-required` as AG-UI interrupt outcomes (DESIGN §7,
+//! Interrupts: A2A `input-required` / `auth-required` as AG-UI interrupt outcomes
+//! (docs/design.md#7-human-in-the-loop,
 //! `docs/identity.md`).
 //!
 //! The interrupt id is derived from A2A ids only — `a2a:<taskId>:<statusMessageId>` (or the
@@ -27,7 +28,8 @@ pub(crate) struct Pending {
     pub message: Option<String>,
     /// The call the question is about (an ADK long-running call, a kagent approval).
     pub tool_call_id: Option<String>,
-    /// The data of the request's data part(s), if the agent sent any (DESIGN §7).
+    /// The data of the request's data part(s), if the agent sent any
+    /// (docs/design.md#7-human-in-the-loop).
     pub request: Option<Value>,
     pub response_schema: Option<Value>,
 }

@@ -1,4 +1,5 @@
-//! The forwarding lane AG-UI -> A2A (DESIGN §5 cues, §8; `docs/forwarding.md`): what the
+//! The forwarding lane AG-UI -> A2A (docs/design.md#5-run-options cues, §8; `docs/forwarding.md`):
+//! what the
 //! frontend knows — readable context, frontend tools, system and developer messages, the
 //! app's state — carried in the outgoing A2A message's own `metadata` under the gateway's
 //! extension URIs. Pure.

@@ -1,8 +1,10 @@
-//! The projection A2A -> AG-UI (DESIGN §6, `docs/mapping.md`): pure, synchronous, no I/O,
+//! The projection A2A -> AG-UI (docs/design.md#6-projection-a2a-to-ag-ui, `docs/mapping.md`): pure,
+//! synchronous, no I/O,
 //! no clock, no randomness.
 //!
 //! Invariants of the events a [`Projector`] returns, over its whole life:
-//! - `RUN_STARTED` comes first (held back until the A2A contextId is known, DESIGN §4),
+//! - `RUN_STARTED` comes first (held back until the A2A contextId is known,
+//! docs/design.md#4-threads-and-contexts),
 //!   immediately followed by one `STATE_SNAPSHOT`;
 //! - exactly one terminal event (`RUN_FINISHED` or `RUN_ERROR`) comes last, and nothing after;
 //! - every `TEXT_MESSAGE_START` is closed before `RUN_FINISHED`;
@@ -51,7 +53,8 @@ pub(crate) struct RunFrame {
     /// (`docs/forwarding.md`).
     pub state_digests: bool,
     /// Interrupts this run answers: once the upstream accepts the answer their activity
-    /// moves to `stage: "resolved"` and `/a2a/pendingInterrupts` empties (DESIGN §7).
+    /// moves to `stage: "resolved"` and `/a2a/pendingInterrupts` empties
+    /// (docs/design.md#7-human-in-the-loop).
     pub resolves: Vec<String>,
 }
 
@@ -101,7 +104,8 @@ pub(crate) struct Projector {
     /// run answers are resolved.
     accepted: bool,
     /// Interrupt ids whose waiting status, re-published at the head of the answer's stream,
-    /// is history and not the outcome (DESIGN §7; the a2a-js SDK opens with the task).
+    /// is history and not the outcome (docs/design.md#7-human-in-the-loop; the a2a-js SDK opens
+    /// with the task).
     answered: Vec<String>,
     /// Every event so far was such a re-published status.
     only_stale: bool,
@@ -140,7 +144,8 @@ impl Projector {
         self.answered.push(id.to_owned());
     }
 
-    /// True if `event` re-publishes a status this run answers (DESIGN §7): the a2a-js SDK
+    /// True if `event` re-publishes a status this run answers (docs/design.md#7-human-in-the-loop):
+    /// the a2a-js SDK
     /// opens every execution with the task as it was, still waiting on the old question.
     fn is_stale_snapshot(&self, event: &StreamEvent) -> bool {
         match event {
@@ -158,7 +163,8 @@ impl Projector {
         }
     }
 
-    /// The upstream accepted the answer (DESIGN §7): the answered interrupts are resolved
+    /// The upstream accepted the answer (docs/design.md#7-human-in-the-loop): the answered
+    /// interrupts are resolved
     /// now, not before — a refused answer leaves them pending.
     fn accept(&mut self, out: &mut Vec<Event>) {
         if self.accepted || self.finished {
@@ -256,9 +262,11 @@ impl Projector {
         out
     }
 
-    /// Reattaches to a live task from its snapshot (`subscribeOnly`, DESIGN §5): the run's
+    /// Reattaches to a live task from its snapshot (`subscribeOnly`, docs/design.md#5-run-options):
+    /// the run's
     /// start, a complete `MESSAGES_SNAPSHOT` (the client's messages merged with the task's
-    /// history, DESIGN §4), then the snapshot's state; messages already in the snapshot are
+    /// history, docs/design.md#4-threads-and-contexts), then the snapshot's state; messages already
+    /// in the snapshot are
     /// not streamed again.
     pub(crate) fn reattach(
         &mut self,
@@ -283,7 +291,8 @@ impl Projector {
         out
     }
 
-    /// Picks up a conversation the client has not seen (DESIGN §4): the run starts in
+    /// Picks up a conversation the client has not seen (docs/design.md#4-threads-and-contexts): the
+    /// run starts in
     /// `context_id` with a `MESSAGES_SNAPSHOT` of its earlier turns (`tasks`, oldest first),
     /// then the client's own turns A2A does not hold yet (its new message) as text messages:
     /// `@ag-ui/client` keeps the messages it holds in its own order and appends the rest, so
@@ -336,7 +345,7 @@ impl Projector {
     }
 
     /// Adopts the upstream's context and task ids where the run does not know them yet
-    /// (late binding, DESIGN §4).
+    /// (late binding, docs/design.md#4-threads-and-contexts).
     fn learn_ids(&mut self, context_id: Option<&str>, task_id: Option<&str>) {
         if self.frame.context_id.is_none() {
             self.frame.context_id = context_id.map(str::to_owned);
@@ -429,7 +438,7 @@ impl Projector {
     }
 
     /// Ends the run as cancelled: `{type: "cancelled"}` for 1.0 clients, a plain
-    /// `RUN_FINISHED` for older ones (DESIGN §6).
+    /// `RUN_FINISHED` for older ones (docs/design.md#6-projection-a2a-to-ag-ui).
     pub(crate) fn cancelled(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
         if !self.finished {
@@ -531,7 +540,8 @@ impl Projector {
             self.on_message(msg, state.is_interrupted(), out);
         }
         let status_text = status.message.as_ref().map(Message::text);
-        // DESIGN §6: `/a2a/task` when the state changes, and on the task's last status — not
+        // docs/design.md#6-projection-a2a-to-ag-ui: `/a2a/task` when the state changes, and on the
+        // task's last status — not
         // for every chunk of a working task.
         let last = state.is_terminal() || state.is_interrupted();
         let changed = self
@@ -562,7 +572,8 @@ impl Projector {
             }
             TaskState::InputRequired | TaskState::AuthRequired => {
                 let asked = dialect::read(status.message.as_ref());
-                // DESIGN §8: the agent waits for frontend tools; the run ends for the app to
+                // docs/design.md#8-forwarding-lane: the agent waits for frontend tools; the run
+                // ends for the app to
                 // run them, and their results answer the task on the next run.
                 if let (TaskState::InputRequired, Dialect::FrontendTools { call_ids }) =
                     (state, &asked.dialect)
@@ -685,7 +696,7 @@ impl Projector {
             return;
         }
         match data.get("type").and_then(Value::as_str) {
-            // DESIGN §8: an agent may update the app's shared state.
+            // docs/design.md#8-forwarding-lane: an agent may update the app's shared state.
             Some(AGENT_STATE_SNAPSHOT) => {
                 let (Some(snapshot), Some(shadow)) = (data.get("snapshot"), &mut self.shadow)
                 else {
@@ -731,7 +742,8 @@ impl Projector {
         }
     }
 
-    /// DESIGN §6 tool-call row: a call becomes `TOOL_CALL_START/ARGS/END` (closing the text
+    /// docs/design.md#6-projection-a2a-to-ag-ui tool-call row: a call becomes
+    /// `TOOL_CALL_START/ARGS/END` (closing the text
     /// before it), a result `TOOL_CALL_RESULT`; each once per run, however often the
     /// upstream repeats it (ADK sends a call in its partial and its final event, and again in
     /// the task's history or artifacts), from a message or an artifact alike.
@@ -800,7 +812,8 @@ impl Projector {
         );
     }
 
-    /// DESIGN §6 artifact row: the artifact lives at `/view/artifacts/<id>` (or its
+    /// docs/design.md#6-projection-a2a-to-ag-ui artifact row: the artifact lives at
+    /// `/view/artifacts/<id>` (or its
     /// metadata `path`); `append` adds parts at `/parts/-`; `lastChunk` sets `complete` and
     /// the final `text`. Text parts also stream as an assistant text message, and tool call
     /// and result parts become tool call events.
@@ -835,7 +848,8 @@ impl Projector {
         } else {
             let pointer = artifact_pointer(&key, artifact.metadata.as_ref());
             let shadow = self.shadow.as_ref().expect("started");
-            // DESIGN §6: never deeper than max_state_depth; checked before any parent is made.
+            // docs/design.md#6-projection-a2a-to-ag-ui: never deeper than max_state_depth; checked
+            // before any parent is made.
             if let Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) =
                 shadow.check_depth(&pointer)
             {
@@ -957,7 +971,8 @@ impl Projector {
         });
     }
 
-    /// DESIGN §7: close messages, flush state (`/a2a/pendingInterrupts/<id>`), announce the
+    /// docs/design.md#7-human-in-the-loop: close messages, flush state
+    /// (`/a2a/pendingInterrupts/<id>`), announce the
     /// activity, then `RUN_FINISHED` with the interrupt outcome.
     fn finish_interrupted(&mut self, pending: interrupt::Pending, out: &mut Vec<Event>) {
         if self.finished {
@@ -1002,7 +1017,7 @@ fn is_agent_update(data: &Value, part: &Part) -> bool {
         || a2ui_operation(data).is_some()
 }
 
-/// DESIGN §8: an agent's update of the app's shared state.
+/// docs/design.md#8-forwarding-lane: an agent's update of the app's shared state.
 const AGENT_STATE_SNAPSHOT: &str = "agui-state-snapshot";
 const AGENT_STATE_DELTA: &str = "agui-state-delta";
 
@@ -1057,7 +1072,7 @@ fn artifact_state(
 }
 
 /// Where an artifact lives: its `metadata.path` if that is a pointer outside `/a2a`,
-/// else `/view/artifacts/<id>` (DESIGN §6).
+/// else `/view/artifacts/<id>` (docs/design.md#6-projection-a2a-to-ag-ui).
 fn artifact_pointer(key: &str, metadata: Option<&Value>) -> PointerBuf {
     metadata
         .and_then(|m| m.get("path"))
@@ -1067,7 +1082,8 @@ fn artifact_pointer(key: &str, metadata: Option<&Value>) -> PointerBuf {
         .unwrap_or_else(|| layout::artifact(key))
 }
 
-/// Drops anything after the first terminal event (the run's last event, DESIGN §6).
+/// Drops anything after the first terminal event (the run's last event,
+/// docs/design.md#6-projection-a2a-to-ag-ui).
 fn end_at_terminal(out: &mut Vec<Event>) {
     if let Some(i) = out.iter().position(Event::is_terminal) {
         out.truncate(i + 1);

@@ -752,7 +752,8 @@ fn cumulative_re_sends_count_only_their_new_text() {
 
 #[test]
 fn history_rebuilds_the_messages_the_live_projection_gave() {
-    // DESIGN §4: every message the client got live is in the rebuilt history with the same
+    // docs/design.md#4-threads-and-contexts: every message the client got live is in the rebuilt
+    // history with the same
     // id and text (a blocking send's result streams only its last status message live).
     for path in [
         "v1/send-artifact.json",
@@ -785,7 +786,8 @@ fn history_rebuilds_the_messages_the_live_projection_gave() {
     }
 }
 
-// One reply, one message (DESIGN §6), over streams recorded from the real frameworks
+// One reply, one message (docs/design.md#6-projection-a2a-to-ag-ui), over streams recorded from the
+// real frameworks
 // (`fixtures/a2a/frameworks/*`, recorded by `tests/frameworks/*/record.*`).
 
 #[test]
@@ -957,7 +959,8 @@ fn rebuilt(messages: &[Value]) -> Vec<Value> {
 
 #[test]
 fn a_rebuilt_thread_shows_the_tool_calls_of_the_live_run() {
-    // DESIGN §4: a thread read back shows the tool calls, results and text the live run
+    // docs/design.md#4-threads-and-contexts: a thread read back shows the tool calls, results and
+    // text the live run
     // showed, under the same ids and in the same order, wherever ADK carried them.
     for (live, read_back) in [
         (
@@ -1204,7 +1207,8 @@ fn a_refused_answer_leaves_the_interrupt_pending() {
 
 #[test]
 fn a_rebuilt_history_shows_what_the_live_runs_showed() {
-    // DESIGN §4: the ask and the answer's run, live, against the task read back afterwards.
+    // docs/design.md#4-threads-and-contexts: the ask and the answer's run, live, against the task
+    // read back afterwards.
     for dir in [
         "frameworks/adk",
         "frameworks/adk/v0_3",
@@ -1245,7 +1249,7 @@ fn a_rebuilt_history_shows_what_the_live_runs_showed() {
 
 #[test]
 fn a_frontend_tool_call_ends_the_run_for_the_app_to_run_it() {
-    // DESIGN §8: the agent waits (input-required) on an `agui-tool-call`.
+    // docs/design.md#8-forwarding-lane: the agent waits (input-required) on an `agui-tool-call`.
     let results = [
         working_task(),
         json!({"statusUpdate": {"taskId": "T", "contextId": "C", "status": {

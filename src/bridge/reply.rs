@@ -1,4 +1,5 @@
-//! One reply, one message (DESIGN §6, `docs/mapping.md` "One reply, one message"): which
+//! One reply, one message (docs/design.md#6-projection-a2a-to-ag-ui, `docs/mapping.md` "One reply,
+//! one message"): which
 //! AG-UI text message each piece of agent text belongs to, and which pieces only repeat what
 //! the turn already shows. Pure; the live projection and the history rebuild both feed it, in
 //! the order A2A keeps (history, artifacts, status), so both yield the same messages.

@@ -1,8 +1,11 @@
-//! The forwarding lane AG-UI -> A2A (DESIGN §5, §7, §8): what a run asks the upstream to do.
+//! The forwarding lane AG-UI -> A2A (docs/design.md#5-run-options,
+//! docs/design.md#7-human-in-the-loop, docs/design.md#8-forwarding-lane): what a run asks the
+//! upstream to do.
 //!
 //! Only the new part of the conversation goes upstream — the latest user message, or the
 //! answer to an interrupt — never the transcript: history lives in the A2A server. The user
-//! message's AG-UI id becomes its A2A messageId (DESIGN §4), so history rebuilt from A2A
+//! message's AG-UI id becomes its A2A messageId (docs/design.md#4-threads-and-contexts), so history
+//! rebuilt from A2A
 //! carries the ids the client already holds. threadId and runId are never sent.
 
 use serde_json::Value;
@@ -31,7 +34,7 @@ pub(crate) struct RunOptions {
     pub task_id: Option<String>,
     pub subscribe_only: bool,
     pub history_length: Option<u32>,
-    /// The run's forwarding cues (DESIGN §5, §8).
+    /// The run's forwarding cues (docs/design.md#5-run-options, docs/design.md#8-forwarding-lane).
     pub cues: CueOverrides,
 }
 
@@ -44,14 +47,16 @@ fn bad_props(message: impl Into<String>) -> RequestError {
 pub(crate) enum Action {
     /// Send a message (new task, or more input for the task `task_id` names).
     Send(OutgoingMessage),
-    /// Answer a waiting task (a resume, or a plain message while the task waits, DESIGN §7):
+    /// Answer a waiting task (a resume, or a plain message while the task waits,
+    /// docs/design.md#7-human-in-the-loop):
     /// written in the task's dialect once its current question is read.
     Answer(Answer),
     /// Cancel the waiting task (a `cancelled` resume).
     Cancel { task_id: String },
     /// Reattach to a live task without sending anything.
     Subscribe { task_id: String },
-    /// Refuse the run with `RUN_ERROR` (a resume that cannot be carried out, DESIGN §7).
+    /// Refuse the run with `RUN_ERROR` (a resume that cannot be carried out,
+    /// docs/design.md#7-human-in-the-loop).
     Refuse(BadResume),
 }
 
@@ -59,7 +64,8 @@ pub(crate) enum Action {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Plan {
     pub options: RunOptions,
-    /// `state.a2a.contextId`, for the resolution of DESIGN §4 ([`super::context`]).
+    /// `state.a2a.contextId`, for the resolution of docs/design.md#4-threads-and-contexts
+    /// ([`super::context`]).
     pub state_context_id: Option<String>,
     pub action: Action,
     /// Interrupts this run resolves (ids), for the activity/state bookkeeping.
@@ -118,7 +124,8 @@ impl Answer {
 }
 
 impl Plan {
-    /// The context candidates this plan knows (DESIGN §4); the run adds the binding store's.
+    /// The context candidates this plan knows (docs/design.md#4-threads-and-contexts); the run adds
+    /// the binding store's.
     pub(crate) fn context_candidates(&self) -> super::context::ContextCandidates {
         super::context::ContextCandidates {
             forwarded_props: self.options.context_id.clone(),
@@ -238,7 +245,8 @@ fn pending_ids(input: &RunAgentInput) -> Option<Vec<String>> {
     Some(ids.into_iter().map(str::to_owned).collect())
 }
 
-/// Every id of the request within `limits.max_id_bytes` (DESIGN §9): threadId, runId,
+/// Every id of the request within `limits.max_id_bytes` (docs/design.md#9-reliability-and-limits):
+/// threadId, runId,
 /// message ids, resumed interrupt ids, explicit A2A ids.
 pub(crate) fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), RequestError> {
     let props = input.a2a_props();
@@ -314,7 +322,8 @@ fn content_part(item: &Value) -> Option<Part> {
         "image" | "audio" | "video" | "document" => {
             let source = item.get("source")?;
             let value = str_of(source, "value")?;
-            // File URLs are passed through, never fetched (DESIGN §9).
+            // File URLs are passed through, never fetched
+            // (docs/design.md#9-reliability-and-limits).
             let content = match source.get("type").and_then(Value::as_str) {
                 Some("data") => PartContent::Bytes(value),
                 _ => PartContent::Url(value),
@@ -360,7 +369,7 @@ pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
             return Err(RequestError::EmptyMessage);
         }
         // A client without resume support answers a waiting task with a plain message
-        // (DESIGN §7, last rule); an explicit taskId is sent as given.
+        // (docs/design.md#7-human-in-the-loop, last rule); an explicit taskId is sent as given.
         let waiting = client_view(input)
             .waiting_task_id()
             .filter(|_| options.task_id.is_none());
@@ -406,7 +415,7 @@ pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
 
 /// The results of frontend tools that end the transcript (`tool` messages after the
 /// assistant's calls), in order, with the id of the first: the run carries them back
-/// (DESIGN §8).
+/// (docs/design.md#8-forwarding-lane).
 fn trailing_tool_results(input: &RunAgentInput) -> Vec<(&Message, String, Value)> {
     let mut results: Vec<(&Message, String, Value)> = input
         .messages
@@ -462,7 +471,7 @@ fn tool_results_plan(
     }
 }
 
-/// Why a resume cannot be carried out (a `RUN_ERROR`, DESIGN §7).
+/// Why a resume cannot be carried out (a `RUN_ERROR`, docs/design.md#7-human-in-the-loop).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct BadResume(pub String);

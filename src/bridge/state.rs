@@ -1,6 +1,7 @@
 //! The state document of a run: its layout, its patch operations, and the shadow that
 //! checks and applies them. The one home of every state path the gateway owns and of the
-//! rules that keep the document safe (DESIGN §6, §9; `docs/mapping.md`).
+//! rules that keep the document safe (docs/design.md#6-projection-a2a-to-ag-ui,
+//! docs/design.md#9-reliability-and-limits; `docs/mapping.md`).
 //!
 //! Layout:
 //! - `/a2a` is the gateway's: `/a2a/contextId`, `/a2a/task` (`{id, state, message,
@@ -286,7 +287,7 @@ impl Shadow {
     /// Starts from the client's state with the gateway's subtrees merged in: foreign keys
     /// are kept, `/a2a` and `/view/artifacts` always exist, `/a2a/pendingInterrupts` keeps
     /// the client's entries (an interrupt is resolved only once the upstream accepted the
-    /// answer, DESIGN §7), `/a2a/contextId` is set when known.
+    /// answer, docs/design.md#7-human-in-the-loop), `/a2a/contextId` is set when known.
     pub(crate) fn new(
         client_state: Option<Value>,
         context_id: Option<&str>,

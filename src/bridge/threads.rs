@@ -1,4 +1,5 @@
-//! Conversations as the threads API shows them (DESIGN §3): A2A tasks grouped by context,
+//! Conversations as the threads API shows them (docs/design.md#3-http-surface): A2A tasks grouped
+//! by context,
 //! newest first, each with a status read from its last task; and the inbox across agents,
 //! where an agent that could not be read is named in `unavailable`, never left out as if it
 //! had nothing to show. Pure: the HTTP layer fetches the tasks (A2A 1.0 `ListTasks`) or the
@@ -8,7 +9,7 @@ use serde::Serialize;
 
 use crate::a2a::model::{Task, TaskState};
 
-/// A conversation's status, from its last task's state (DESIGN §3).
+/// A conversation's status, from its last task's state (docs/design.md#3-http-surface).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ThreadStatus {
     /// Nothing is running: the last task completed or was canceled.
@@ -111,7 +112,8 @@ pub(crate) fn summarize(tasks: &[Task], thread_of: impl Fn(&str) -> String) -> V
     out
 }
 
-/// An agent whose conversations could not be read, as the inbox names it (DESIGN §3).
+/// An agent whose conversations could not be read, as the inbox names it
+/// (docs/design.md#3-http-surface).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Unavailable {
     pub agent: String,

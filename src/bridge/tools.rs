@@ -1,10 +1,12 @@
-//! Tool calls carried in A2A data parts (DESIGN §6 tool-call row, `docs/mapping.md`): the one
+//! Tool calls carried in A2A data parts (docs/design.md#6-projection-a2a-to-ag-ui tool-call row,
+//! `docs/mapping.md`): the one
 //! place that knows each framework's shape of a call and of its result.
 //!
 //! - ADK (`google/adk/a2a/converters/part_converter.py`): `{"id", "name", "args"}` with part
 //!   metadata `adk_type: function_call`, `{"id", "name", "response"}` with `function_response`
 //!   (kagent's ADK runtime writes the same with the `kagent_` prefix);
-//! - the gateway's own lane (DESIGN §8): `{"type": "agui-tool-call", toolCallId, name, args}`
+//! - the gateway's own lane (docs/design.md#8-forwarding-lane): `{"type": "agui-tool-call",
+//! toolCallId, name, args}`
 //!   and `{"type": "agui-tool-result", toolCallId, content}`;
 //! - `@ag-ui/a2a`'s `{"type": "tool-call", ...}` / `{"type": "tool-result", ...}`.
 //!
@@ -36,7 +38,7 @@ const ADK_LONG_RUNNING: &str = "adk_is_long_running";
 const KAGENT_TYPE: &str = "kagent_type";
 const KAGENT_LONG_RUNNING: &str = "kagent_is_long_running";
 
-/// `type` of a data part calling a frontend tool (DESIGN §8).
+/// `type` of a data part calling a frontend tool (docs/design.md#8-forwarding-lane).
 pub(crate) const FRONTEND_TOOL_CALL: &str = "agui-tool-call";
 /// `type` of the data part carrying a frontend tool's result back.
 pub(crate) const FRONTEND_TOOL_RESULT: &str = "agui-tool-result";

@@ -1,4 +1,5 @@
-//! The demo agent's scripted scenarios (DESIGN §2, `--demo`): the one place a scenario is
+//! The demo agent's scripted scenarios (docs/design.md#2-running-it-and-configuration, `--demo`):
+//! the one place a scenario is
 //! defined. [`Scenario`] parses the first words of the user's message, generates the help
 //! text and the card's description and examples, and plays its steps on a task.
 //!

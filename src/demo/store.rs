@@ -1,4 +1,5 @@
-//! The demo agent's tasks, in memory and bounded (DESIGN §2: "its memory is bounded"). It
+//! The demo agent's tasks, in memory and bounded (docs/design.md#2-running-it-and-configuration:
+//! "its memory is bounded"). It
 //! records what happens to a task and publishes it to subscribers; it knows nothing of
 //! scenarios or wire versions.
 //!

@@ -1,4 +1,5 @@
-//! The built-in HITL review console (DESIGN §3, §7): static HTML, CSS and JS modules, embedded
+//! The built-in HITL review console (docs/design.md#3-http-surface,
+//! docs/design.md#7-human-in-the-loop): static HTML, CSS and JS modules, embedded
 //! in the binary and served open at `/console` (no build step, nothing loaded from elsewhere).
 //!
 //! The page itself is a plain client of the gateway's HTTP API: its own calls carry the API

@@ -1,4 +1,5 @@
-//! CopilotKit runtime routes (DESIGN §3) under `copilotkit.base_path`: a second thin adapter
+//! CopilotKit runtime routes (docs/design.md#3-http-surface) under `copilotkit.base_path`: a second
+//! thin adapter
 //! over the run path and the threads API, so a CopilotKit frontend (`runtimeUrl` = the base
 //! path) talks to A2A agents with no CopilotKit runtime in between. Same auth, ownership and
 //! limits as every other route (the router's layers wrap these too).
@@ -36,7 +37,8 @@
 //!   (`params.agentId`, `params.threadId`). CopilotKit also has `agent/suggest`,
 //!   `transcribe` and `inspector/metadata`; the gateway has none of them (a 422).
 //!
-//! A thread is the caller's (DESIGN §11): one a caller has not started is new to them (an
+//! A thread is the caller's (docs/design.md#11-security): one a caller has not started is new to
+//! them (an
 //! empty connect, nothing to stop); naming a context someone else created is a 404.
 
 use axum::extract::{Path, Request, State};
@@ -228,7 +230,8 @@ async fn single_route(
         return Err(RequestError::UnsupportedMediaType);
     }
     let (parts, body) = req.into_parts();
-    // A body in memory is part of a run's cost (DESIGN §9): read within a run slot, as on
+    // A body in memory is part of a run's cost (docs/design.md#9-reliability-and-limits): read
+    // within a run slot, as on
     // the run route; the method then takes its own.
     let reading = s
         .runs

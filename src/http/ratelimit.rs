@@ -1,4 +1,5 @@
-//! `rate_limits` (DESIGN §2, §11): a token bucket of runs per caller identity, built on
+//! `rate_limits` (docs/design.md#2-running-it-and-configuration, docs/design.md#11-security): a
+//! token bucket of runs per caller identity, built on
 //! `governor` (GCRA). Anonymous callers (no inbound auth) share one bucket per client
 //! address. Over the limit a run request is a 429 `rate_limited` with `Retry-After`.
 //!

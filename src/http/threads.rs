@@ -1,5 +1,6 @@
-//! The threads API (DESIGN §3): an agent's conversations, one conversation, and the inbox
-//! across agents — each scoped to its caller (DESIGN §11).
+//! The threads API (docs/design.md#3-http-surface): an agent's conversations, one conversation, and
+//! the inbox
+//! across agents — each scoped to its caller (docs/design.md#11-security).
 //!
 //! Conversations come from the upstream's A2A 1.0 `ListTasks` (at most [`LIST_PAGES`]
 //! pages of [`LIST_PAGE_SIZE`] tasks, the newest, within one `timeouts.upstream_call`),
@@ -12,7 +13,8 @@
 //! upstream has no `ListTasks`: its list is the caller's own threads as the binding store
 //! knows them, each read with `GetTask` (`source: "bindings"`).
 //!
-//! An agent that cannot be read never looks like an empty list (DESIGN §3): its card not
+//! An agent that cannot be read never looks like an empty list (docs/design.md#3-http-surface): its
+//! card not
 //! read, its `ListTasks` failed, or (0.3) a `GetTask` failed or the reads overran
 //! `timeouts.upstream_call`. Then its list and a thread's detail answer `502
 //! upstream_unavailable` / `504 upstream_timeout` ([`RequestError::from`] a client error),
@@ -166,7 +168,8 @@ pub(crate) async fn detail(
     Ok(Json(body))
 }
 
-/// The context of the caller's thread `thread_id` (DESIGN §4, §11): the one its binding
+/// The context of the caller's thread `thread_id` (docs/design.md#4-threads-and-contexts,
+/// docs/design.md#11-security): the one its binding
 /// names; else the threadId itself when that is a context the caller may see. `Ok(None)`: a
 /// thread the caller has not started and may not see as a context (a new one, for all the
 /// caller can tell); `Err`: a context someone else created.

@@ -14,7 +14,8 @@ use crate::bridge::Projector;
 use crate::metrics::{Metrics, RunOutcome};
 use crate::telemetry::{RunEnd, RunTrace};
 
-/// The run's measures (DESIGN §10): events sent, how it ended, how long it took; recorded
+/// The run's measures (docs/design.md#10-observability): events sent, how it ended, how long it
+/// took; recorded
 /// once, when the terminal event goes out, or when the run is dropped without one (the
 /// client left).
 pub(super) struct RunMeter {

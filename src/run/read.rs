@@ -221,7 +221,8 @@ impl Run {
         }
     }
 
-    /// DESIGN §9: the stream ended (or broke, for `reason`) with the task unfinished.
+    /// docs/design.md#9-reliability-and-limits: the stream ended (or broke, for `reason`) with the
+    /// task unfinished.
     /// Resubscribe (bounded, with backoff), or read the task if it finished meanwhile. A run
     /// that fails names why the stream ended (a framing error, a reset), not only that it did.
     async fn recover(

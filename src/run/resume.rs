@@ -25,7 +25,8 @@ fn is_stale_task(e: &ClientError) -> bool {
 }
 
 impl Run {
-    /// DESIGN §7 resume: the task's current question is read first (GetTask), so the answer
+    /// docs/design.md#7-human-in-the-loop resume: the task's current question is read first
+    /// (GetTask), so the answer
     /// goes out in the dialect of that question, and only while the task still waits on the
     /// interrupt answered: a replayed resume sends nothing and follows the task instead. A
     /// plain message for a task that no longer waits (or is gone) starts a new task.

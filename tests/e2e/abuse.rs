@@ -1,4 +1,5 @@
-//! Abusive clients (issue 5, DESIGN §2 `limits`/`timeouts`, §9): slow heads, stalled bodies,
+//! Abusive clients (issue 5, docs/design.md#2-running-it-and-configuration `limits`/`timeouts`,
+//! §9): slow heads, stalled bodies,
 //! clients that never read, oversize state and ids, too many connections, and a memory test
 //! of the release of what a burst of abuse costs. Raw sockets where HTTP clients would be
 //! too polite.

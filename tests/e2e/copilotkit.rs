@@ -1,7 +1,8 @@
-//! The CopilotKit runtime routes (DESIGN §3) under the default base path `/copilotkit`:
+//! The CopilotKit runtime routes (docs/design.md#3-http-surface) under the default base path
+//! `/copilotkit`:
 //! `info`, `agent/{id}/run`, `agent/{id}/connect` (history, then the live task),
 //! `agent/{id}/stop/{threadId}` (CancelTask), and the single-route envelope `POST {base}`,
-//! each scoped to its caller (DESIGN §11).
+//! each scoped to its caller (docs/design.md#11-security).
 
 use std::time::Duration;
 

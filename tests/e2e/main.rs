@@ -185,7 +185,8 @@ async fn a_resume_sent_twice_at_once_reaches_the_agent_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn auth_required_and_a_plain_answer_without_resume() {
     let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
-    // A client without resume support answers with a plain user message (DESIGN §7).
+    // A client without resume support answers with a plain user message
+    // (docs/design.md#7-human-in-the-loop).
     let steps = drive(
         &gw.agent_url("ref"),
         "auth-plain",
@@ -506,7 +507,8 @@ async fn a_cut_stream_is_resubscribed_without_repeating_text() {
     assert_accepted(&steps[0]);
     assert_eq!(assistant_texts(&steps[0]), ["part one part two"]);
     assert_eq!(last_event(&steps[0])["outcome"]["type"], "success");
-    // ListTasks first: is the threadId a context the upstream knows (pick-up, DESIGN §4)?
+    // ListTasks first: is the threadId a context the upstream knows (pick-up,
+    // docs/design.md#4-threads-and-contexts)?
     assert_eq!(
         up.calls(),
         ["ListTasks", "SendStreamingMessage", "SubscribeToTask"]

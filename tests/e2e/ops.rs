@@ -1,4 +1,5 @@
-//! The operations surface end to end (DESIGN §3, §10, §11): `/metrics` read with
+//! The operations surface end to end (docs/design.md#3-http-surface,
+//! docs/design.md#10-observability, docs/design.md#11-security): `/metrics` read with
 //! prometheus-client's own parser, OTLP/HTTP traces caught by a local receiver, per-caller
 //! rate limits, and `/openapi.json` checked against the live gateway by schemathesis. The
 //! Python tools live in `tests/ops/` (their venv, `tests/ops/.venv`, from

@@ -1,4 +1,5 @@
-//! The Redis binding store end to end (DESIGN §4, issue 7 items 4 and 5): a real
+//! The Redis binding store end to end (docs/design.md#4-threads-and-contexts, issue 7 items 4 and
+//! 5): a real
 //! `redis-server` per test on a free loopback port (no persistence, killed on drop), real
 //! gateways on it, the Python a2a-sdk upstream. Runs are raw `RunAgentInput` bodies sent
 //! without state, so only the binding store can carry a thread to its context.

@@ -1,4 +1,5 @@
-//! Sessions (DESIGN §4): a conversation started by any A2A client is picked up over AG-UI
+//! Sessions (docs/design.md#4-threads-and-contexts): a conversation started by any A2A client is
+//! picked up over AG-UI
 //! with its turns, and one started over AG-UI is continued by any A2A client.
 
 use serde_json::{json, Value};

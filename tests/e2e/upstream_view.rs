@@ -1,4 +1,5 @@
-//! Everything the upstream received (DESIGN §4, §11): a gateway with inbound API keys in front
+//! Everything the upstream received (docs/design.md#4-threads-and-contexts,
+//! docs/design.md#11-security): a gateway with inbound API keys in front
 //! of the scriptable fake, a few runs with distinctive thread and run ids, then every request
 //! the upstream recorded (method, headers, body) is checked. The runId never goes upstream;
 //! the threadId only as the `contextId` filter of a pick-up `ListTasks`; the inbound key never;
