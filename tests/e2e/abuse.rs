@@ -242,7 +242,15 @@ async fn a_client_that_stops_reading_is_cut_and_its_run_slot_freed() {
     let client = reqwest::Client::new();
     let echo = run_input("second", "echo second run");
     // The first run holds the only slot while it streams.
-    tokio::time::sleep(ms(300)).await;
+    wait_until(
+        "the stalled client's run streams",
+        ms(5000),
+        async || match open_streams(&gw, "demo").await {
+            0 => Err("no open stream".to_owned()),
+            _ => Ok(()),
+        },
+    )
+    .await;
     let busy = client
         .post(gw.agent_url("demo"))
         .json(&echo)
@@ -580,6 +588,8 @@ async fn memory_returns_near_its_start_after_a_burst_of_abuse() {
         body["state"] = json!({"notes": "n".repeat(64 * 1024)});
         assert_run_finished(&post_run(&demo, &body, within).await);
     }
+    // Kept as a time: the warm-up's freed memory goes back over the allocator's decay, a
+    // matter of time with no event to wait for; the baseline is read after a settling second.
     tokio::time::sleep(ms(1000)).await;
     let start = vm_kib(gw.pid(), "VmRSS");
 

@@ -87,17 +87,6 @@ async fn post_stream(url: &str, key: &str, body: &Value) -> (u16, Vec<Value>) {
     (status, events)
 }
 
-async fn wait_ready(gw: &Gateway) {
-    for _ in 0..100 {
-        let ready = reqwest::get(format!("{}/readyz", gw.base)).await.unwrap();
-        if ready.status() == 200 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the gateway did not become ready");
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn info_lists_the_agents_keyed_by_id() {
     let gw = Gateway::start("{}", true).await;
@@ -194,6 +183,20 @@ async fn connect_with_a_pending_interrupt_shows_it() {
     );
 }
 
+/// Waits until the thread's task runs upstream, as the threads API tells: the gateway has
+/// bound the thread to its context, and the task is working.
+async fn wait_working(gw: &Gateway, thread: &str) {
+    wait_until(
+        &format!("the task of thread {thread} runs"),
+        Duration::from_secs(5),
+        async || match thread_status(gw, "ref", thread).await.as_deref() {
+            Some("working") => Ok(()),
+            other => Err(format!("thread status {other:?}")),
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn connect_while_a_task_runs_streams_its_further_events() {
     let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
@@ -202,7 +205,7 @@ async fn connect_while_a_task_runs_streams_its_further_events() {
         tokio::spawn(
             async move { post_run(&run_url, &run_input("ck-live", "slow 30"), WITHIN).await },
         );
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    wait_working(&gw, "ck-live").await;
     let connect = ck(&gw, "/agent/ref/connect");
     let back = post_run(&connect, &connect_input("ck-live", json!([])), WITHIN).await;
     assert_one_run(&back);
@@ -235,7 +238,7 @@ async fn stop_cancels_the_live_task() {
         tokio::spawn(
             async move { post_run(&run_url, &run_input("ck-stop", "slow 100"), WITHIN).await },
         );
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    wait_working(&gw, "ck-stop").await;
     let (status, stopped) = post_json(&ck(&gw, "/agent/ref/stop/ck-stop"), None, &json!({})).await;
     assert_eq!(
         (status, &stopped["stopped"]),
@@ -416,6 +419,18 @@ async fn copilotkits_own_client_runs_reconnects_and_stops() {
     }
 }
 
+/// Whether every run slot of `gw` is taken, asked without running anything: a run request
+/// whose body is no RunAgentInput (`{}`) takes a slot only to read it, then answers 422 —
+/// or, with no slot free, 429 `too_many_runs`.
+async fn run_slots_full(gw: &Gateway) -> bool {
+    let (status, answer) = post_json(&gw.agent_url("ref"), None, &json!({})).await;
+    match (status, answer["error"]["code"].as_str()) {
+        (429, Some("too_many_runs")) => true,
+        (422, Some("invalid_run_input")) => false,
+        _ => panic!("the slot probe: {status} {answer}"),
+    }
+}
+
 /// The single-route envelope reads its body within a run slot, as the run route does: while
 /// one arrives slowly, a run beyond `max_concurrent_runs` is refused; once it is gone, runs
 /// go again.
@@ -432,7 +447,26 @@ async fn the_envelope_body_is_read_within_a_run_slot() {
         "POST /copilotkit HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"method\":"
     );
     slow.write_all(head.as_bytes()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until(
+        "the slow envelope holds the only run slot",
+        Duration::from_secs(5),
+        async || {
+            if run_slots_full(&gw).await {
+                return Ok(());
+            }
+            // Had a probe held the slot the moment the envelope arrived, the envelope would
+            // have been refused: its answer would be waiting on the socket.
+            let mut answer = [0u8; 512];
+            if let Ok(n @ 1..) = slow.try_read(&mut answer) {
+                panic!(
+                    "the envelope was answered before its body arrived: {}",
+                    String::from_utf8_lossy(&answer[..n])
+                );
+            }
+            Err("a run slot is free".to_owned())
+        },
+    )
+    .await;
     let (status, refused) = post_json(&gw.agent_url("ref"), None, &run_input("t", "echo x")).await;
     assert_eq!(
         (status, &refused["error"]["code"]),
@@ -440,7 +474,15 @@ async fn the_envelope_body_is_read_within_a_run_slot() {
         "{refused}"
     );
     drop(slow);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until(
+        "the gone envelope's run slot is free",
+        Duration::from_secs(5),
+        async || match run_slots_full(&gw).await {
+            true => Err("no run slot is free".to_owned()),
+            false => Ok(()),
+        },
+    )
+    .await;
     let run = post_run(&gw.agent_url("ref"), &run_input("t2", "echo x"), WITHIN).await;
     assert_run_finished(&run);
 }

@@ -186,6 +186,7 @@ async fn rpc(State(script): State<Script>, headers: HeaderMap, Json(req): Json<V
                 match head {
                     Some(h) => Some((Ok::<_, std::io::Error>(Bytes::from(h)), None)),
                     None => {
+                        // The scripted stall itself (what the test is about), then EOF.
                         tokio::time::sleep(stall).await;
                         None
                     }

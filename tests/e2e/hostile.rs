@@ -205,27 +205,37 @@ async fn redirects_are_not_followed_and_foreign_bodies_never_shown() {
     assert_eq!(rpc.header("x-api-key"), Some("k-123"));
 
     // A card that redirects: the agent is not ready, and the redirect is not followed.
-    for _ in 0..100 {
-        if card_jump.hits() > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Once the gateway is done reading the card (an error recorded, or, were the redirect
+    // followed, a card read), what it made of it shows in `/agents`.
+    let (agents, item) = wait_until(
+        "the gateway has read (or failed to read) the card of cardjump",
+        Duration::from_secs(5),
+        async || {
+            let agents: Value = reqwest::get(format!("{}/agents", gw.base))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let item = agents["agents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["name"] == "cardjump")
+                .expect("cardjump listed")
+                .clone();
+            if item["ready"] == true || item.get("error").is_some() {
+                Ok((agents, item))
+            } else {
+                Err(format!(
+                    "{item} (card asked for {} times)",
+                    card_jump.hits()
+                ))
+            }
+        },
+    )
+    .await;
     assert!(card_jump.hits() > 0, "the gateway asked for the card");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let agents: Value = reqwest::get(format!("{}/agents", gw.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let item = agents["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == "cardjump")
-        .expect("cardjump listed")
-        .clone();
     assert_eq!(item["ready"], false, "{item}");
     assert!(!agents.to_string().contains(FOREIGN_MARKER), "{agents}");
     let jumped = post_run(
@@ -348,6 +358,8 @@ async fn endless_text_under_one_message_id_hits_the_text_limit() {
         streamed <= limit + CHUNK,
         "text reaching the client stops near the limit: {streamed} bytes"
     );
+    // Kept as a time, not a condition: "the gateway stopped reading" is an absence, so the
+    // fake is given a while in which a gateway still reading would have it make more.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let made = made.load(Ordering::SeqCst);
     assert!(

@@ -56,17 +56,7 @@ async fn the_protocol_version_follows_the_card() {
     ])
     .await;
     // Reading the cards happens in the background: wait for readiness.
-    for _ in 0..50 {
-        if reqwest::get(format!("{}/readyz", gw.base))
-            .await
-            .unwrap()
-            .status()
-            == 200
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    wait_ready(&gw).await;
     let agents: Value = reqwest::get(format!("{}/agents", gw.base))
         .await
         .unwrap()
@@ -677,16 +667,16 @@ async fn a_client_disconnect_leaves_the_task_running_unless_configured() {
             .to_owned();
         tasks.push(task_id);
     }
-    // The cancel is sent when the gateway notices the disconnect: allow it a moment.
-    let mut cancelled = String::new();
-    for _ in 0..30 {
-        cancelled = upstream_task_state(up, &tasks[1]).await;
-        if cancelled == "TASK_STATE_CANCELED" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(cancelled, "TASK_STATE_CANCELED");
+    // The cancel is sent when the gateway notices the disconnect.
+    wait_until(
+        "the task of the disconnected run is canceled",
+        Duration::from_secs(3),
+        async || match upstream_task_state(up, &tasks[1]).await.as_str() {
+            "TASK_STATE_CANCELED" => Ok(()),
+            other => Err(format!("task state {other}")),
+        },
+    )
+    .await;
     assert_eq!(
         upstream_task_state(up, &tasks[0]).await,
         "TASK_STATE_WORKING"
@@ -735,7 +725,15 @@ async fn runs_beyond_the_concurrency_limit_get_429() {
     // The slot is free again once the first run has ended.
     let finished = first.text().await.unwrap();
     assert!(finished.contains("RUN_FINISHED"));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until(
+        "the first run's stream is closed",
+        Duration::from_secs(5),
+        async || match open_streams(&gw, "ref").await {
+            0 => Ok(()),
+            open => Err(format!("{open} open streams")),
+        },
+    )
+    .await;
     let third = client
         .post(gw.agent_url("ref"))
         .json(&body("echo x"))

@@ -266,6 +266,81 @@ pub async fn upstream_get_task(url: &str, protocol: &str, task_id: &str) -> Valu
     task.clone()
 }
 
+/// How often [`wait_until`] looks again.
+const POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// Waits for a condition, not for a time: runs `check` every [`POLL`] until it gives `Ok`,
+/// and returns that; panics naming `what` and the last thing `check` saw (its `Err`) once
+/// `within` has passed without it. For tests about order ("once the task runs, connect"),
+/// where a fixed sleep is a guess: too long on a fast machine, too short on a loaded one.
+pub async fn wait_until<T>(
+    what: &str,
+    within: std::time::Duration,
+    mut check: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        let seen = match check().await {
+            Ok(found) => return found,
+            Err(seen) => seen,
+        };
+        assert!(
+            started.elapsed() < within,
+            "waited {within:?} until {what}, in vain; last seen: {seen}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until the gateway's `/readyz` answers 200 (its agents' cards are read in the
+/// background after it starts).
+pub async fn wait_ready(gw: &Gateway) {
+    wait_until(
+        "the gateway is ready",
+        std::time::Duration::from_secs(5),
+        async || {
+            let ready = reqwest::get(format!("{}/readyz", gw.base)).await.unwrap();
+            match ready.status().as_u16() {
+                200 => Ok(()),
+                status => Err(format!("/readyz {status}: {}", ready.text().await.unwrap())),
+            }
+        },
+    )
+    .await;
+}
+
+/// `agui_gateway_open_streams` of `agent`: the gateway's run streams open now, read from
+/// its `/metrics` (open without a key when inbound auth is off).
+pub async fn open_streams(gw: &Gateway, agent: &str) -> u64 {
+    let resp = reqwest::get(format!("{}/metrics", gw.base)).await.unwrap();
+    assert_eq!(resp.status(), 200, "GET /metrics");
+    let text = resp.text().await.unwrap();
+    let series = format!("agui_gateway_open_streams{{agent=\"{agent}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{series}` in /metrics:\n{text}"))
+}
+
+/// The status the threads API gives the caller's thread `thread` of `agent` (`working`,
+/// `idle`, `input-required`, ...), `None` while the gateway does not know the thread yet.
+pub async fn thread_status(gw: &Gateway, agent: &str, thread: &str) -> Option<String> {
+    let resp = reqwest::get(format!("{}/threads/{thread}", gw.agent_url(agent)))
+        .await
+        .unwrap();
+    if resp.status() == 404 {
+        return None;
+    }
+    assert_eq!(resp.status(), 200, "GET the thread {thread}");
+    let detail: Value = resp.json().await.unwrap();
+    Some(
+        detail["status"]
+            .as_str()
+            .expect("a thread status")
+            .to_owned(),
+    )
+}
+
 /// The client's activity message (interrupts), if any.
 pub fn activity(step: &Value) -> &Value {
     step["messages"]
