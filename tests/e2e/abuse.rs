@@ -465,7 +465,18 @@ impl Drop for Process {
 }
 
 impl Process {
+    /// Starts the binary on a free port; a port taken by someone else between choosing it
+    /// and binding it (the process exits at once) is retried with another.
     async fn start(config: &Value) -> Self {
+        for _ in 0..5 {
+            if let Some(p) = Self::start_once(config).await {
+                return p;
+            }
+        }
+        panic!("the gateway binary did not start on any of 5 free ports");
+    }
+
+    async fn start_once(config: &Value) -> Option<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -486,7 +497,7 @@ impl Process {
             .kill_on_drop(true)
             .spawn()
             .expect("start the gateway binary");
-        let p = Self {
+        let mut p = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
             log,
@@ -495,8 +506,11 @@ impl Process {
         for _ in 0..100 {
             if let Ok(r) = reqwest::get(format!("{}/readyz", p.base)).await {
                 if r.status() == 200 {
-                    return p;
+                    return Some(p);
                 }
+            }
+            if let Ok(Some(_exited)) = p.child.try_wait() {
+                return None;
             }
             tokio::time::sleep(ms(100)).await;
         }
