@@ -20,7 +20,8 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::a2a::model::ProtocolVersion;
-use crate::auth::Authenticator;
+
+pub(crate) mod inbound;
 
 /// The config file, as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -119,7 +120,7 @@ impl std::str::FromStr for Secret {
 }
 
 /// `auth`: inbound caller authentication (docs/design.md#2-running-it-and-configuration,
-/// docs/design.md#11-security); see `crate::auth`.
+/// docs/design.md#11-security); parsed by [`inbound`], checked by `crate::auth`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
@@ -403,7 +404,7 @@ pub struct Settings {
     pub timeouts: TimeoutSettings,
     pub demo: bool,
     /// Who may call: API keys and JWT, or nobody checked (one anonymous caller).
-    pub(crate) auth: Arc<Authenticator>,
+    pub(crate) auth: Arc<inbound::AuthSettings>,
     pub rate_limits: Option<RateLimits>,
     /// The OTLP/HTTP traces endpoint (`<base>/v1/traces`), if traces are on.
     pub otlp_traces: Option<Url>,
@@ -817,7 +818,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
     for raw in file.cors_origins.iter().chain(&over.cors_origins) {
         cors_origins.extend(problems.take(parse_origin(raw)));
     }
-    let auth = problems.take(Authenticator::from_config(&file.auth, &over.api_keys));
+    let auth = problems.take(inbound::parse(&file.auth, &over.api_keys));
     // docs/design.md#11-security: without inbound auth, loopback only unless explicitly waived.
     let waived = file.insecure_no_auth || over.insecure_no_auth;
     if let (Some(listen), Some(auth)) = (&listen, &auth) {

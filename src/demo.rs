@@ -517,11 +517,22 @@ pub async fn spawn(listener: tokio::net::TcpListener) -> std::io::Result<String>
     let base = format!("http://{addr}/");
     let app = router(base.clone());
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(crate::app::nodelay(listener), app).await {
+        if let Err(e) = axum::serve(nodelay(listener), app).await {
             tracing::error!(error = %e, "demo agent stopped");
         }
     });
     Ok(base)
+}
+
+/// Accepts with `TCP_NODELAY`: SSE frames are small, and Nagle's algorithm with delayed
+/// ACKs would hold each one back by up to ~40 ms.
+fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
 }
 
 #[cfg(test)]

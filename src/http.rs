@@ -557,7 +557,9 @@ mod tests {
                 .unwrap();
         for metrics_public in [false, true] {
             let mut s = state();
-            s.auth = Arc::new(Authenticator::from_config(&keyed, &[]).unwrap());
+            s.auth = Arc::new(Authenticator::new(
+                &crate::config::inbound::parse(&keyed, &[]).unwrap(),
+            ));
             s.metrics_public = metrics_public;
             let app = router(s);
             let mut open = Vec::new();
