@@ -184,27 +184,38 @@ async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Optio
             return;
         }
     };
-    let executed = std::panic::AssertUnwindSafe(Box::pin(run.execute())).catch_unwind();
-    let ended = tokio::select! {
-        result = tokio::time::timeout(run_timeout, executed) => match result {
-            Ok(Ok(_)) => None,
-            Ok(Err(_panic)) => {
-                tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
-                Some(RunError::Internal)
-            }
-            Err(_) => Some(RunError::UpstreamTimeout(format!(
-                "the run exceeded timeouts.run ({} ms)",
-                run_timeout.as_millis()
-            ))),
-        },
-        _ = stop.wait_for(|stopped| *stopped) => Some(RunError::Shutdown),
-    };
+    let ended = bounded(run_timeout, &mut stop, Box::pin(run.execute())).await;
+    if matches!(ended, Some(RunError::Internal)) {
+        tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
+    }
     // Every path above ends the run; should one not have, it still gets its terminal event.
     let error = ended.unwrap_or(RunError::Internal);
     let events = run.projector.fail(&error);
     let _ = run.sink.emit(events).await;
     run.disarm_cancel();
     run.sink.meter.learn(&run.projector);
+}
+
+/// Runs `work` within `timeouts.run` until `stop` turns `true`: `None` if it ended by itself,
+/// else why the run ends (the run timeout, shutdown, or a panic caught as
+/// [`RunError::Internal`]).
+async fn bounded<W: std::future::Future>(
+    run_timeout: std::time::Duration,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+    work: W,
+) -> Option<RunError> {
+    let work = std::panic::AssertUnwindSafe(work).catch_unwind();
+    tokio::select! {
+        result = tokio::time::timeout(run_timeout, work) => match result {
+            Ok(Ok(_)) => None,
+            Ok(Err(_panic)) => Some(RunError::Internal),
+            Err(_) => Some(RunError::UpstreamTimeout(format!(
+                "the run exceeded timeouts.run ({} ms)",
+                run_timeout.as_millis()
+            ))),
+        },
+        _ = stop.wait_for(|stopped| *stopped) => Some(RunError::Shutdown),
+    }
 }
 
 /// The events of a run whose preparation panicked.

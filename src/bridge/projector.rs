@@ -4,7 +4,7 @@
 //!
 //! Invariants of the events a [`Projector`] returns, over its whole life:
 //! - `RUN_STARTED` comes first (held back until the A2A contextId is known,
-//! docs/design.md#4-threads-and-contexts),
+//!   docs/design.md#4-threads-and-contexts),
 //!   immediately followed by one `STATE_SNAPSHOT`;
 //! - exactly one terminal event (`RUN_FINISHED` or `RUN_ERROR`) comes last, and nothing after;
 //! - every `TEXT_MESSAGE_START` is closed before `RUN_FINISHED`;

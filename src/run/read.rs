@@ -263,7 +263,10 @@ impl Run {
                 // The task finished while we were away: its snapshot tells how.
                 Err(ClientError::Rpc(rpc)) if rpc.code == rpc_code::UNSUPPORTED_OPERATION => break,
                 Err(e @ ClientError::Rpc(_)) => return self.fail_with(&e).await,
-                Err(e) => last_error = e.to_string(),
+                Err(e) => {
+                    last_error =
+                        format!("{ended} before the task finished; resubscribing failed: {e}")
+                }
             }
         }
         match upstream.get_task(&task_id).await {
@@ -276,3 +279,7 @@ impl Run {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "read_tests.rs"]
+mod tests;
