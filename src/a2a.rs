@@ -64,7 +64,7 @@ impl Operation {
     /// The version and operation of a JSON-RPC method name (the inverse of
     /// [`ProtocolVersion::method`]); `None` for a method neither version has.
     pub fn of_method(method: &str) -> Option<(ProtocolVersion, Operation)> {
-        [ProtocolVersion::V1, ProtocolVersion::V0_3]
+        ProtocolVersion::ALL
             .into_iter()
             .flat_map(|v| Operation::ALL.into_iter().map(move |op| (v, op)))
             .find(|(v, op)| v.method(*op) == Some(method))

@@ -612,14 +612,19 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
     })
 }
 
-/// Headers `forward_identity` may not name: the gateway sets them on every call.
-const RESERVED_HEADERS: [&str; 4] = ["authorization", "content-type", "accept", "a2a-version"];
-
-/// `forward_identity`: a valid header name that neither the gateway nor `headers` sets.
+/// `forward_identity`: a valid header name that neither the gateway
+/// ([`crate::a2a::client::owned_headers`]) nor `headers` sets, and not `Authorization` (the
+/// agent's credential, set with `headers`).
 fn identity_header(key: &str, name: &str, headers: &HeaderMap) -> Result<HeaderName, ConfigError> {
     let hname = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| err(key, format!("{name:?} is not a valid header name")))?;
-    if RESERVED_HEADERS.contains(&hname.as_str()) {
+    if hname == reqwest::header::AUTHORIZATION {
+        return Err(err(
+            key,
+            format!("{name:?} carries the agent's credential (headers), not the caller identity"),
+        ));
+    }
+    if crate::a2a::client::owned_headers().any(|owned| owned == hname) {
         return Err(err(
             key,
             format!("{name:?} is set by the gateway and cannot carry the caller identity"),
@@ -1170,6 +1175,47 @@ mod tests {
             let e = agent(&format!(", forward_identity: {bad}")).unwrap_err();
             assert!(e.starts_with("agents[0].forward_identity"), "{bad}: {e}");
         }
+    }
+
+    /// `forward_identity` may name none of the headers the gateway sets on upstream calls,
+    /// in any case: each would be overwritten or doubled by the client.
+    #[test]
+    fn forward_identity_refuses_every_owned_header() {
+        let named = |name: &str| {
+            let file = yaml(&format!(
+                "agents: [{{name: a, url: 'http://x', forward_identity: '{name}'}}]"
+            ))
+            .unwrap();
+            settings(file, Overrides::default()).map_err(|e| e.to_string())
+        };
+        let owned: Vec<String> = crate::a2a::client::owned_headers()
+            .map(|h| h.as_str().to_owned())
+            .collect();
+        for listed in [
+            "a2a-extensions",
+            "x-a2a-extensions",
+            "traceparent",
+            "tracestate",
+            "a2a-version",
+            "content-type",
+            "accept",
+            "host",
+        ] {
+            assert!(
+                owned.iter().any(|o| o == listed),
+                "{listed} not owned: {owned:?}"
+            );
+        }
+        for name in &owned {
+            for spelled in [name.clone(), name.to_uppercase()] {
+                let e = named(&spelled).unwrap_err();
+                assert!(
+                    e.contains("agents[0].forward_identity") && e.contains("set by the gateway"),
+                    "{spelled}: {e}"
+                );
+            }
+        }
+        assert!(named("X-Caller").is_ok());
     }
 
     #[test]
