@@ -200,6 +200,12 @@ impl Client {
         self.endpoint.version
     }
 
+    /// Whether the endpoint's version has `op`: A2A 0.3 has no `ListTasks` (a list there
+    /// comes from elsewhere, a pick-up reads nothing), 1.0 has every operation.
+    pub fn supports(&self, op: Operation) -> bool {
+        self.endpoint.version.method(op).is_some()
+    }
+
     fn method(&self, op: Operation, name: &'static str) -> Result<&'static str, ClientError> {
         self.endpoint
             .version
@@ -745,6 +751,39 @@ fn not_a(what: &str, result: &str) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn client(version: ProtocolVersion) -> Client {
+        let endpoint = Endpoint {
+            url: "http://127.0.0.1:9/".parse().unwrap(),
+            version,
+            headers: HeaderMap::new(),
+        };
+        Client::new(
+            reqwest::Client::new(),
+            endpoint,
+            1024,
+            Duration::from_secs(1),
+        )
+    }
+
+    /// What callers ask before an operation a version may lack (the thread list, a thread's
+    /// detail, pick-up): A2A 1.0 has every operation, 0.3 all but `ListTasks`; and an
+    /// operation not supported is refused without a call.
+    #[tokio::test]
+    async fn supports_says_which_operations_a_version_has() {
+        for op in Operation::ALL {
+            assert!(client(ProtocolVersion::V1).supports(op), "{op:?}");
+            let v0_3 = client(ProtocolVersion::V0_3);
+            assert_eq!(v0_3.supports(op), op != Operation::ListTasks, "{op:?}");
+        }
+        let refused = client(ProtocolVersion::V0_3)
+            .list_tasks(None, 1, None, 0, false)
+            .await;
+        assert!(
+            matches!(refused, Err(ClientError::Unsupported(..))),
+            "{refused:?}"
+        );
+    }
 
     /// Every header a call carries is configured (the endpoint's headers, the identity
     /// header) or in [`owned_headers`], so configuration is refused exactly the headers the

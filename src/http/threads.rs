@@ -33,7 +33,8 @@ use serde_json::{json, Value};
 
 use super::AppState;
 use crate::a2a::client::ClientError;
-use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
+use crate::a2a::model::{StreamEvent, Task};
+use crate::a2a::Operation;
 use crate::auth::Caller;
 use crate::bridge::state::{layout, ClientView};
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
@@ -216,7 +217,7 @@ pub(crate) async fn tasks_of(
     context_id: &str,
 ) -> Result<Vec<Task>, ClientError> {
     let upstream = resolve(s, agent, owner).await?;
-    if upstream.version() == ProtocolVersion::V1 {
+    if upstream.client.supports(Operation::ListTasks) {
         let page = upstream
             .client
             .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY, true)
@@ -287,7 +288,7 @@ async fn visible_threads(
     let upstream = resolve(s, agent, &caller.name)
         .await
         .map_err(|e| RequestError::from(&e))?;
-    if upstream.version() != ProtocolVersion::V1 {
+    if !upstream.client.supports(Operation::ListTasks) {
         let threads = from_bindings(s, agent, caller, &upstream).await?;
         return Ok((threads, SOURCE_BINDINGS));
     }
