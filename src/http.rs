@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{FromRequestParts, RawPathParams, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -73,6 +74,37 @@ pub(crate) struct AppState {
 /// The client's address, put on every request by the accept loop ([`listener`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClientAddr(pub std::net::SocketAddr);
+
+/// The agent a route names, by its `{name}` path parameter (CopilotKit's routes: `{id}`):
+/// the one lookup of every handler that serves an agent. A name no agent has is `404
+/// unknown_agent`, before anything else of the request is read.
+pub(crate) struct AgentRef(pub Arc<Agent>);
+
+impl AgentRef {
+    /// The configured agent `name`, or `404 unknown_agent`.
+    pub(crate) fn named(s: &AppState, name: &str) -> Result<Self, RequestError> {
+        s.registry
+            .get(name)
+            .map(AgentRef)
+            .ok_or_else(|| RequestError::UnknownAgent(name.to_owned()))
+    }
+}
+
+impl FromRequestParts<AppState> for AgentRef {
+    type Rejection = RequestError;
+
+    async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, RequestError> {
+        // A parameter that is not UTF-8 names no agent, nor does any route without one.
+        let params = RawPathParams::from_request_parts(parts, s)
+            .await
+            .map_err(|_| RequestError::NoRoute)?;
+        let (_, name) = params
+            .iter()
+            .find(|(key, _)| matches!(*key, "name" | "id"))
+            .ok_or(RequestError::NoRoute)?;
+        Self::named(s, name)
+    }
+}
 
 /// The OpenAPI document of this surface (docs/design.md#3-http-surface), served at `/openapi.json`;
 /// a test
@@ -175,15 +207,8 @@ async fn list_agents(State(s): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({"agents": s.registry.all().map(|a| a.summary()).collect::<Vec<_>>()}))
 }
 
-async fn get_agent(
-    State(s): State<AppState>,
-    Path(name): Path<String>,
-) -> Result<Json<serde_json::Value>, RequestError> {
-    let agent = s
-        .registry
-        .get(&name)
-        .ok_or(RequestError::UnknownAgent(name))?;
-    Ok(Json(agent.detail()))
+async fn get_agent(AgentRef(agent): AgentRef) -> Json<serde_json::Value> {
+    Json(agent.detail())
 }
 
 /// Ready when every agent's card was read and the binding store answers; otherwise 503
@@ -320,14 +345,10 @@ async fn check_ownership(
 /// `POST /agents/{name}`: an AG-UI run.
 pub(crate) async fn run_agent(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    AgentRef(agent): AgentRef,
     caller: Caller,
     req: Request,
 ) -> Result<Response, RequestError> {
-    let agent = s
-        .registry
-        .get(&name)
-        .ok_or(RequestError::UnknownAgent(name))?;
     let (input, headers, permit) = read_run(&s, &caller, req).await?;
     start_run(&s, agent, &caller, &headers, input, permit, "run").await
 }
@@ -591,6 +612,52 @@ mod tests {
                 expected.sort();
             }
             assert_eq!(open, expected, "metrics_public: {metrics_public}");
+        }
+    }
+
+    /// Every route that names an agent answers a name no agent has with the same JSON `404
+    /// unknown_agent` (one lookup, [`AgentRef`]): each described operation with `{name}`,
+    /// and the CopilotKit envelope's methods that name one.
+    #[tokio::test]
+    async fn every_route_naming_an_agent_answers_an_unknown_one_alike() {
+        let spec: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let mut requests = Vec::new();
+        for (path, item) in spec["paths"].as_object().unwrap() {
+            for method in ["get", "post"] {
+                if path.contains("{name}") && item.get(method).is_some() {
+                    let uri = path.replace("{name}", "nope").replace("{threadId}", "t");
+                    requests.push((method.to_uppercase(), uri, json!({})));
+                }
+            }
+        }
+        assert_eq!(requests.len(), 7, "{requests:?}");
+        for method in ["agent/run", "agent/connect", "agent/stop"] {
+            let envelope = json!({"method": method, "params": {"agentId": "nope", "threadId": "t"},
+                "body": {"threadId": "t", "runId": "r", "messages": []}});
+            requests.push(("POST".to_owned(), "/copilotkit".to_owned(), envelope));
+        }
+        for (method, uri, body) in requests {
+            let req = HttpRequest::builder()
+                .method(method.as_str())
+                .uri(&uri)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap();
+            let resp = router(state()).oneshot(req).await.unwrap();
+            assert_eq!(
+                resp.status(),
+                StatusCode::NOT_FOUND,
+                "{method} {uri} {body}"
+            );
+            let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(
+                body["error"]["code"], "unknown_agent",
+                "{method} {uri}: {body}"
+            );
+            assert!(body["message"].as_str().unwrap().contains("nope"), "{body}");
         }
     }
 

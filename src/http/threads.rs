@@ -31,7 +31,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::AppState;
+use super::{AgentRef, AppState};
 use crate::a2a::client::ClientError;
 use crate::a2a::model::{StreamEvent, Task};
 use crate::a2a::Operation;
@@ -78,15 +78,11 @@ const SOURCE_BINDINGS: &str = "bindings";
 /// `GET /agents/{name}/threads`.
 pub(crate) async fn list(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    AgentRef(agent): AgentRef,
     caller: Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
     let q = query(q)?;
-    let agent = s
-        .registry
-        .get(&name)
-        .ok_or(RequestError::UnknownAgent(name))?;
     let (threads, source) = visible_threads(&s, &agent, &caller).await?;
     let items: Vec<Value> = threads.iter().map(|t| json!(t)).collect();
     Ok(Json(page(items, source, &q)?))
@@ -138,13 +134,10 @@ pub(crate) async fn inbox(
 /// A2A history), its state (the projection of its last task) and pending interrupts.
 pub(crate) async fn detail(
     State(s): State<AppState>,
-    Path((name, thread_id)): Path<(String, String)>,
+    AgentRef(agent): AgentRef,
+    Path((_, thread_id)): Path<(String, String)>,
     caller: Caller,
 ) -> Result<Json<Value>, RequestError> {
-    let agent = s
-        .registry
-        .get(&name)
-        .ok_or(RequestError::UnknownAgent(name))?;
     let context_id = context_of(&s, &agent, &caller, &thread_id)
         .await?
         .ok_or(RequestError::UnknownThread)?;
