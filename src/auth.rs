@@ -1,9 +1,9 @@
 //! Inbound auth (docs/design.md#11-security): who is calling.
 //!
 //! When inbound auth is configured, every request except the open routes carries
-//! `Authorization: Bearer <token>`. The open routes: the probes ([`OPEN_PATHS`], let through
-//! here) and the routes `crate::http::router` mounts outside this middleware
-//! (`/openapi.json`, the console's files, `/metrics` with `metrics_public`); the token is
+//! `Authorization: Bearer <token>`. The open routes are the ones `crate::http::router`
+//! mounts outside this middleware (the probes, `/openapi.json`, the console's files,
+//! `/metrics` with `metrics_public`): it never looks at a path. The token is
 //! - a configured API key: compared in constant time on SHA-256 digests, against every key
 //!   with no early exit, so neither a key's bytes nor its length leak through timing; the
 //!   caller is the key's `name`, with its `scopes`;
@@ -45,9 +45,6 @@ use crate::redact::Shown;
 pub(crate) const ANONYMOUS: &str = "anonymous";
 /// The scope that sees every context of every agent (docs/design.md#11-security).
 pub(crate) const SCOPE_THREADS_ALL: &str = "threads:all";
-/// Routes inside the middleware that need no caller: probes must work without
-/// credentials.
-const OPEN_PATHS: &[&str] = &["/healthz", "/readyz"];
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_S: u64 = 30;
 /// A longer bearer token is refused without being parsed.
@@ -292,16 +289,13 @@ fn valid_identity(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_IDENTITY_BYTES && !s.chars().any(char::is_control)
 }
 
-/// The middleware: establishes the caller of every request outside [`OPEN_PATHS`] and
-/// puts it in the request's extensions, or answers 401.
+/// The middleware: establishes the caller of every request it wraps and puts it in the
+/// request's extensions, or answers 401. Open routes are mounted outside it.
 pub(crate) async fn require_caller(
     State(auth): State<Arc<Authenticator>>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    if OPEN_PATHS.contains(&req.uri().path()) {
-        return next.run(req).await;
-    }
     match auth.authenticate(req.headers().get(header::AUTHORIZATION)) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
@@ -569,18 +563,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_middleware_guards_every_route_but_the_probes() {
+    async fn the_middleware_guards_every_route_it_wraps() {
         use axum::body::Body;
         use axum::routing::get;
         use tower::ServiceExt;
 
         let auth =
             Arc::new(build("api_keys: [{name: console, key: k-0123456789abcdef}]", &[]).unwrap());
+        // The probes' paths get no pass here: a route is open only when mounted outside.
         let app = axum::Router::new()
             .route("/healthz", get(|| async { "ok" }))
-            .route("/readyz", get(|| async { "ready" }))
             .route("/who", get(|caller: Caller| async move { caller.name }))
-            .layer(axum::middleware::from_fn_with_state(auth, require_caller));
+            .layer(axum::middleware::from_fn_with_state(auth, require_caller))
+            .route("/open", get(|| async { "open" }));
         let call = |path: &str, token: Option<&str>| {
             let mut req = axum::http::Request::builder().uri(path);
             if let Some(t) = token {
@@ -588,14 +583,12 @@ mod tests {
             }
             app.clone().oneshot(req.body(Body::empty()).unwrap())
         };
-        for open in ["/healthz", "/readyz"] {
-            assert_eq!(call(open, None).await.unwrap().status(), 200);
-        }
+        assert_eq!(call("/open", None).await.unwrap().status(), 200);
         for (token, challenge) in [
             (None, "Bearer"),
             (Some("wrong"), "Bearer error=\"invalid_token\""),
         ] {
-            for path in ["/who", "/unrouted"] {
+            for path in ["/who", "/healthz", "/unrouted"] {
                 let resp = call(path, token).await.unwrap();
                 assert_eq!(resp.status(), 401);
                 assert_eq!(resp.headers()["www-authenticate"], challenge);

@@ -146,7 +146,9 @@ fn cors(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
         .max_age(Duration::from_secs(600))
 }
 
-/// The router over `state`.
+/// The router over `state`: the routes that need a caller inside the auth middleware
+/// (`auth::require_caller`), the open ones outside it; both answer a wrong method with a JSON
+/// 405, and an unknown path is a guarded one (401 before 404).
 pub(crate) fn router(state: AppState) -> Router {
     let cors = cors(&state.cors_origins);
     let metrics = Router::new().route("/metrics", get(metrics));
@@ -155,29 +157,32 @@ pub(crate) fn router(state: AppState) -> Router {
     } else {
         (metrics, Router::new())
     };
-    Router::new()
+    let guarded = Router::new()
         .route("/agents", get(list_agents))
         .route("/agents/{name}", post(run_agent).get(get_agent))
         .route("/agents/{name}/threads", get(threads::list))
         .route("/agents/{name}/threads/{thread_id}", get(threads::detail))
         .route("/threads", get(threads::inbox))
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .route("/readyz", get(readyz))
         .merge(copilotkit::routes(state.copilotkit_base_path.as_deref()))
         .merge(guarded_metrics)
         .fallback(|| async { RequestError::NoRoute })
         .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed })
-        // Inside CORS: preflights are answered before auth, and 401s carry CORS headers.
         .layer(middleware::from_fn_with_state(
             state.auth.clone(),
             auth::require_caller,
-        ))
-        // Open routes (outside auth; docs/security.md): the API's description, the
-        // console's files, and the metrics when `metrics_public`. The probes are open too,
-        // inside: `auth::require_caller` lets them pass.
+        ));
+    // The open routes (docs/design.md#3-http-surface, docs/security.md): the probes, the
+    // API's description, the console's files, and the metrics when `metrics_public`.
+    let open = Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi))
         .merge(console::routes())
         .merge(open_metrics)
+        .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed });
+    guarded
+        .merge(open)
+        // Outside auth: preflights are answered before it, and 401s carry CORS headers.
         .layer(cors)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
@@ -612,6 +617,28 @@ mod tests {
                 expected.sort();
             }
             assert_eq!(open, expected, "metrics_public: {metrics_public}");
+            // Another method on an open route is the same JSON 405 as on a guarded one,
+            // without credentials.
+            for uri in [
+                "/healthz",
+                "/readyz",
+                "/openapi.json",
+                "/console",
+                "/console/x",
+            ] {
+                let req = HttpRequest::builder()
+                    .method("POST")
+                    .uri(uri)
+                    .body(Body::empty())
+                    .unwrap();
+                let resp = app.clone().oneshot(req).await.unwrap();
+                assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED, "{uri}");
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+                    .await
+                    .unwrap();
+                let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(body["error"]["code"], "method_not_allowed", "{uri}");
+            }
         }
     }
 
