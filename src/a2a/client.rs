@@ -28,7 +28,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 
 use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
 use super::sse::{self, SseError};
-use super::{parse_envelope, request_body, Operation, Reply};
+use super::{parse_envelope, request_body, Operation, RpcReply};
 
 /// `A2A-Version` (A2A 1.0 §3.6), on every 1.0 call.
 const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
@@ -339,8 +339,8 @@ impl Client {
         let body = read_limited(resp, self.max_event_bytes, Some(timeout)).await?;
         let text = String::from_utf8_lossy(&body);
         match parse_envelope(&text) {
-            Some(Reply::Result(r)) => Ok(r.to_owned()),
-            Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+            Some(RpcReply::Result(r)) => Ok(r.to_owned()),
+            Some(RpcReply::Error(e)) => Err(ClientError::Rpc(e)),
             None => Err(not_jsonrpc(&text)),
         }
     }
@@ -699,8 +699,8 @@ pub fn decode_frame(version: ProtocolVersion, data: &str) -> Result<StreamEvent,
         return decoded.map_err(ClientError::Rpc);
     }
     match parse_envelope(data) {
-        Some(Reply::Result(r)) => Ok(version.decode_event(r)),
-        Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+        Some(RpcReply::Result(r)) => Ok(version.decode_event(r)),
+        Some(RpcReply::Error(e)) => Err(ClientError::Rpc(e)),
         None => Err(not_jsonrpc(data)),
     }
 }

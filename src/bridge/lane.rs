@@ -1,8 +1,8 @@
-//! The forwarding lane AG-UI -> A2A (docs/design.md#5-run-options cues, §8; `docs/forwarding.md`):
-//! what the
-//! frontend knows — readable context, frontend tools, system and developer messages, the
-//! app's state — carried in the outgoing A2A message's own `metadata` under the gateway's
-//! extension URIs. Pure.
+//! The forwarding lane AG-UI -> A2A (docs/design.md#5-run-options cues,
+//! docs/design.md#8-forwarding-lane; `docs/forwarding.md`): what the frontend knows —
+//! readable context, frontend tools, system and developer messages, the app's state —
+//! carried in the outgoing A2A message's own `metadata` under the gateway's extension URIs.
+//! Pure; the message itself is [`super::request`]'s.
 //!
 //! Invariants: with no cue on, nothing is added (a plain agent sees byte for byte the message
 //! it saw before); the extension is activated (`message.extensions`, and from there the
