@@ -367,6 +367,12 @@ pub enum BindingStoreKind {
 /// `listen` when neither the flag, `GATEWAY_LISTEN` nor the file sets it.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
+/// The listen address to use: the flag (or `GATEWAY_LISTEN`), then the file's `listen`, then
+/// [`DEFAULT_LISTEN`]. Serving and `--healthcheck` both ask this.
+pub fn listen_or_default(flag: Option<String>, file: Option<String>) -> String {
+    flag.or(file).unwrap_or_else(|| DEFAULT_LISTEN.into())
+}
+
 /// `binding_ttl_s` when not set: 30 days.
 pub const DEFAULT_BINDING_TTL_S: u64 = 30 * 24 * 3600;
 
@@ -717,10 +723,7 @@ pub fn listen_addresses(raw: &str) -> Result<Vec<SocketAddr>, ConfigError> {
 /// Validates a file config with overrides into runtime settings, or names every problem.
 pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErrors> {
     let mut problems = Problems::default();
-    let listen_raw = over
-        .listen
-        .or(file.listen)
-        .unwrap_or_else(|| DEFAULT_LISTEN.into());
+    let listen_raw = listen_or_default(over.listen, file.listen);
     let listen = problems.take(listen_addresses(&listen_raw));
     let binding_store = problems.take(parse_store(
         over.binding_store
