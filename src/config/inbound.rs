@@ -13,8 +13,9 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::Secret;
-use super::{err, resolve_reference, AuthConfig, ConfigError, ConfigErrors, JwtConfig, Problems};
+use super::{
+    err, resolve_reference, AuthConfig, ConfigError, ConfigErrors, JwtConfig, Problems, Secret,
+};
 use crate::redact::Shown;
 
 /// The longest caller identity (it keys bindings and shows in logs).
