@@ -1,6 +1,8 @@
 //! The A2A side: the version-neutral model, the two wire codecs, JSON-RPC framing, agent
-//! cards and the HTTP client. This is the only module that knows wire versions; everything
-//! above it sees [`model`] types. See `docs/versions.md`.
+//! cards and the HTTP client. This is the only module of the gateway that knows how the
+//! versions are spelled on the wire; everything above it sees [`model`] types and asks
+//! [`client::Client::supports`] for an operation rather than comparing versions (the demo
+//! agent, an A2A server, writes its own answers). See `docs/versions.md`.
 
 pub mod card;
 pub mod client;
@@ -64,7 +66,7 @@ impl Operation {
     /// The version and operation of a JSON-RPC method name (the inverse of
     /// [`ProtocolVersion::method`]); `None` for a method neither version has.
     pub fn of_method(method: &str) -> Option<(ProtocolVersion, Operation)> {
-        [ProtocolVersion::V1, ProtocolVersion::V0_3]
+        ProtocolVersion::ALL
             .into_iter()
             .flat_map(|v| Operation::ALL.into_iter().map(move |op| (v, op)))
             .find(|(v, op)| v.method(*op) == Some(method))
@@ -201,19 +203,19 @@ pub struct Envelope<'a> {
     pub error: Option<RpcError>,
 }
 
-/// What one JSON-RPC response carries.
+/// What one JSON-RPC response carries: its result (raw JSON text) or its error.
 #[derive(Debug)]
-pub enum Reply<'a> {
+pub enum RpcReply<'a> {
     Result(&'a str),
     Error(RpcError),
 }
 
 /// Splits a JSON-RPC response into its result or error; `None` if it is neither.
-pub fn parse_envelope(text: &str) -> Option<Reply<'_>> {
+pub fn parse_envelope(text: &str) -> Option<RpcReply<'_>> {
     let env: Envelope<'_> = serde_json::from_str(text).ok()?;
     match (env.error, env.result) {
-        (Some(e), _) => Some(Reply::Error(e)),
-        (None, Some(r)) => Some(Reply::Result(r.get())),
+        (Some(e), _) => Some(RpcReply::Error(e)),
+        (None, Some(r)) => Some(RpcReply::Result(r.get())),
         (None, None) => None,
     }
 }

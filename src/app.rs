@@ -11,9 +11,11 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::auth::Authenticator;
 use crate::binding::{BindingStore, RedisStore};
 use crate::config::{AgentSettings, BindingStoreKind, ContextIds, Settings};
-use crate::http::listener::{self, ConnectionLimits};
+use crate::http::listener;
+use crate::http::server::ConnectionLimits;
 use crate::http::{self, AppState};
 use crate::registry::Registry;
 
@@ -119,7 +121,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs)),
         stop: stop_rx,
         cors_origins: settings.cors_origins.clone(),
-        auth: settings.auth.clone(),
+        auth: Arc::new(Authenticator::new(&settings.auth)),
         metrics,
         run_limiter: settings
             .rate_limits
@@ -161,15 +163,6 @@ pub async fn bind(addrs: &[SocketAddr]) -> Result<Vec<TcpListener>, String> {
         tracing::warn!(%addr, error = %e, "listen address not available here; skipped");
     }
     Ok(listeners)
-}
-
-/// Accepts with `TCP_NODELAY` (for the demo agent's own server): SSE frames are small,
-/// and Nagle's algorithm with delayed ACKs would hold each one back by up to ~40 ms.
-pub fn nodelay(listener: TcpListener) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
-    use axum::serve::ListenerExt;
-    listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    })
 }
 
 impl App {

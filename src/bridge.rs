@@ -1,8 +1,21 @@
-//! Pure, synchronous translation between AG-UI and A2A: the projection of upstream events
-//! into AG-UI events ([`projector`]), the state document's layout and checks ([`state`]),
-//! conversations rebuilt from A2A history ([`history`]), interrupts, the contextId order
-//! ([`context`]), and the request side (RunAgentInput -> A2A message, [`request`]). No I/O,
-//! no clock, no randomness.
+//! Pure, synchronous translation between AG-UI and A2A. No I/O, no clock, no randomness.
+//!
+//! A2A -> AG-UI:
+//! - [`projector`]: the projection of upstream events into AG-UI events, one per run;
+//! - [`state`]: the state document's layout (the one home of every path the gateway owns)
+//!   and the shadow that checks every patch;
+//! - [`reply`]: one reply, one message: which text message each piece of agent text belongs to;
+//! - [`tools`]: tool calls and results in A2A data parts, each framework's shape;
+//! - [`interrupt`]: `input-required` / `auth-required` as AG-UI interrupts, their ids;
+//! - [`dialect`]: each framework's question and the answer shape it accepts;
+//! - [`history`]: conversations rebuilt from A2A history (reattach, pick-up, thread detail);
+//! - [`threads`]: conversations as the threads API lists them, and the inbox.
+//!
+//! AG-UI -> A2A:
+//! - [`request`]: a run's plan: the message, its task, the run options;
+//! - [`lane`]: the forwarding lane: context, tools, system messages and app state the
+//!   frontend sends along;
+//! - [`context`]: the resolution order of a run's contextId.
 
 pub(crate) mod context;
 pub(crate) mod dialect;

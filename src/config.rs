@@ -20,7 +20,8 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::a2a::model::ProtocolVersion;
-use crate::auth::Authenticator;
+
+pub(crate) mod inbound;
 
 /// The config file, as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -119,7 +120,7 @@ impl std::str::FromStr for Secret {
 }
 
 /// `auth`: inbound caller authentication (docs/design.md#2-running-it-and-configuration,
-/// docs/design.md#11-security); see `crate::auth`.
+/// docs/design.md#11-security); parsed by [`inbound`], checked by `crate::auth`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
@@ -366,6 +367,12 @@ pub enum BindingStoreKind {
 /// `listen` when neither the flag, `GATEWAY_LISTEN` nor the file sets it.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
+/// The listen address to use: the flag (or `GATEWAY_LISTEN`), then the file's `listen`, then
+/// [`DEFAULT_LISTEN`]. Serving and `--healthcheck` both ask this.
+pub fn listen_or_default(flag: Option<String>, file: Option<String>) -> String {
+    flag.or(file).unwrap_or_else(|| DEFAULT_LISTEN.into())
+}
+
 /// `binding_ttl_s` when not set: 30 days.
 pub const DEFAULT_BINDING_TTL_S: u64 = 30 * 24 * 3600;
 
@@ -403,7 +410,7 @@ pub struct Settings {
     pub timeouts: TimeoutSettings,
     pub demo: bool,
     /// Who may call: API keys and JWT, or nobody checked (one anonymous caller).
-    pub(crate) auth: Arc<Authenticator>,
+    pub(crate) auth: Arc<inbound::AuthSettings>,
     pub rate_limits: Option<RateLimits>,
     /// The OTLP/HTTP traces endpoint (`<base>/v1/traces`), if traces are on.
     pub otlp_traces: Option<Url>,
@@ -611,14 +618,19 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
     })
 }
 
-/// Headers `forward_identity` may not name: the gateway sets them on every call.
-const RESERVED_HEADERS: [&str; 4] = ["authorization", "content-type", "accept", "a2a-version"];
-
-/// `forward_identity`: a valid header name that neither the gateway nor `headers` sets.
+/// `forward_identity`: a valid header name that neither the gateway
+/// ([`crate::a2a::client::owned_headers`]) nor `headers` sets, and not `Authorization` (the
+/// agent's credential, set with `headers`).
 fn identity_header(key: &str, name: &str, headers: &HeaderMap) -> Result<HeaderName, ConfigError> {
     let hname = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| err(key, format!("{name:?} is not a valid header name")))?;
-    if RESERVED_HEADERS.contains(&hname.as_str()) {
+    if hname == reqwest::header::AUTHORIZATION {
+        return Err(err(
+            key,
+            format!("{name:?} carries the agent's credential (headers), not the caller identity"),
+        ));
+    }
+    if crate::a2a::client::owned_headers().any(|owned| owned == hname) {
         return Err(err(
             key,
             format!("{name:?} is set by the gateway and cannot carry the caller identity"),
@@ -711,10 +723,7 @@ pub fn listen_addresses(raw: &str) -> Result<Vec<SocketAddr>, ConfigError> {
 /// Validates a file config with overrides into runtime settings, or names every problem.
 pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErrors> {
     let mut problems = Problems::default();
-    let listen_raw = over
-        .listen
-        .or(file.listen)
-        .unwrap_or_else(|| DEFAULT_LISTEN.into());
+    let listen_raw = listen_or_default(over.listen, file.listen);
     let listen = problems.take(listen_addresses(&listen_raw));
     let binding_store = problems.take(parse_store(
         over.binding_store
@@ -817,7 +826,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
     for raw in file.cors_origins.iter().chain(&over.cors_origins) {
         cors_origins.extend(problems.take(parse_origin(raw)));
     }
-    let auth = problems.take(Authenticator::from_config(&file.auth, &over.api_keys));
+    let auth = problems.take(inbound::parse(&file.auth, &over.api_keys));
     // docs/design.md#11-security: without inbound auth, loopback only unless explicitly waived.
     let waived = file.insecure_no_auth || over.insecure_no_auth;
     if let (Some(listen), Some(auth)) = (&listen, &auth) {
@@ -1169,6 +1178,47 @@ mod tests {
             let e = agent(&format!(", forward_identity: {bad}")).unwrap_err();
             assert!(e.starts_with("agents[0].forward_identity"), "{bad}: {e}");
         }
+    }
+
+    /// `forward_identity` may name none of the headers the gateway sets on upstream calls,
+    /// in any case: each would be overwritten or doubled by the client.
+    #[test]
+    fn forward_identity_refuses_every_owned_header() {
+        let named = |name: &str| {
+            let file = yaml(&format!(
+                "agents: [{{name: a, url: 'http://x', forward_identity: '{name}'}}]"
+            ))
+            .unwrap();
+            settings(file, Overrides::default()).map_err(|e| e.to_string())
+        };
+        let owned: Vec<String> = crate::a2a::client::owned_headers()
+            .map(|h| h.as_str().to_owned())
+            .collect();
+        for listed in [
+            "a2a-extensions",
+            "x-a2a-extensions",
+            "traceparent",
+            "tracestate",
+            "a2a-version",
+            "content-type",
+            "accept",
+            "host",
+        ] {
+            assert!(
+                owned.iter().any(|o| o == listed),
+                "{listed} not owned: {owned:?}"
+            );
+        }
+        for name in &owned {
+            for spelled in [name.clone(), name.to_uppercase()] {
+                let e = named(&spelled).unwrap_err();
+                assert!(
+                    e.contains("agents[0].forward_identity") && e.contains("set by the gateway"),
+                    "{spelled}: {e}"
+                );
+            }
+        }
+        assert!(named("X-Caller").is_ok());
     }
 
     #[test]

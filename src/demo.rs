@@ -10,15 +10,17 @@
 //! message), `store` what it remembers, `wire` how it writes both versions; this file
 //! is the JSON-RPC endpoint.
 //!
-//! Invariants: memory is bounded whatever callers send (numbers as shipped):
-//! - a message's text is at most `MAX_TEXT_BYTES` (16 KiB), else invalid params;
-//! - at most 2,048 tasks are live; a new task beyond that is refused with a JSON-RPC error
-//!   (`store::Limits`);
-//! - finished tasks are evicted oldest-finished first beyond 1,000;
-//! - a task's history keeps its last 64 turns within 32 KiB; `bench` events never enter it;
-//! - scenario arguments are capped, and over-cap ones answered with the cap (`Scenario`);
-//!   at most 16 benches run at once;
-//! - a stream's queue holds about `scenarios::STREAM_BUFFER_BYTES` (1 MiB) at most.
+//! Invariants: memory is bounded whatever callers send (each bound is written once, where it
+//! is named here):
+//! - a message's text is at most `MAX_TEXT_BYTES`, else invalid params;
+//! - at most `store::Limits::DEFAULT.live_tasks` tasks are live; a new task beyond that is
+//!   refused with a JSON-RPC error;
+//! - finished tasks are evicted oldest-finished first beyond its `finished_tasks`;
+//! - a task's history keeps its last `history_turns` turns within `history_bytes`; `bench`
+//!   events never enter it;
+//! - scenario arguments are capped, and over-cap ones answered with the cap (`Scenario`'s
+//!   `MAX_*`); at most `Scenario::MAX_RUNNING_BENCHES` benches run at once;
+//! - a stream's queue holds about `scenarios::STREAM_BUFFER_BYTES` at most.
 //!
 //! Not bounded here: the number of connections. The listener is loopback-only, and the
 //! gateway in front caps concurrent runs and cuts clients that stop reading, which closes
@@ -517,11 +519,22 @@ pub async fn spawn(listener: tokio::net::TcpListener) -> std::io::Result<String>
     let base = format!("http://{addr}/");
     let app = router(base.clone());
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(crate::app::nodelay(listener), app).await {
+        if let Err(e) = axum::serve(nodelay(listener), app).await {
             tracing::error!(error = %e, "demo agent stopped");
         }
     });
     Ok(base)
+}
+
+/// Accepts with `TCP_NODELAY`: SSE frames are small, and Nagle's algorithm with delayed
+/// ACKs would hold each one back by up to ~40 ms.
+fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
 }
 
 #[cfg(test)]

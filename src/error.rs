@@ -17,7 +17,28 @@ use std::time::Duration;
 use axum::http::StatusCode;
 
 use crate::a2a::client::ClientError;
-use crate::auth::Rejection;
+
+/// Why a request has no caller (inbound auth, `crate::auth`): a `401 unauthorized`. The
+/// messages say what to fix, never which secret or claim failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Rejection {
+    #[error("this route needs credentials: Authorization: Bearer <API key or JWT>")]
+    Missing,
+    #[error("the bearer credentials are not valid")]
+    Invalid,
+    #[error("the bearer token has expired")]
+    Expired,
+}
+
+impl Rejection {
+    /// The `WWW-Authenticate` challenge (RFC 6750 §3).
+    pub(crate) fn challenge(self) -> &'static str {
+        match self {
+            Self::Missing => "Bearer",
+            Self::Invalid | Self::Expired => "Bearer error=\"invalid_token\"",
+        }
+    }
+}
 
 /// A request problem, reported before any stream starts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -287,7 +308,7 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         UnsupportedMediaType,
         TooManyRuns(0),
         RateLimited(1),
-        Unauthorized(crate::auth::Rejection::Missing),
+        Unauthorized(Rejection::Missing),
         MalformedRequest(""),
         HeadTooLarge(0),
         HeadTimeout(Duration::ZERO),

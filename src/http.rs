@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{FromRequestParts, RawPathParams, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -74,6 +75,37 @@ pub(crate) struct AppState {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClientAddr(pub std::net::SocketAddr);
 
+/// The agent a route names, by its `{name}` path parameter (CopilotKit's routes: `{id}`):
+/// the one lookup of every handler that serves an agent. A name no agent has is `404
+/// unknown_agent`, before anything else of the request is read.
+pub(crate) struct AgentRef(pub Arc<Agent>);
+
+impl AgentRef {
+    /// The configured agent `name`, or `404 unknown_agent`.
+    pub(crate) fn named(s: &AppState, name: &str) -> Result<Self, RequestError> {
+        s.registry
+            .get(name)
+            .map(AgentRef)
+            .ok_or_else(|| RequestError::UnknownAgent(name.to_owned()))
+    }
+}
+
+impl FromRequestParts<AppState> for AgentRef {
+    type Rejection = RequestError;
+
+    async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, RequestError> {
+        // A parameter that is not UTF-8 names no agent, nor does any route without one.
+        let params = RawPathParams::from_request_parts(parts, s)
+            .await
+            .map_err(|_| RequestError::NoRoute)?;
+        let (_, name) = params
+            .iter()
+            .find(|(key, _)| matches!(*key, "name" | "id"))
+            .ok_or(RequestError::NoRoute)?;
+        Self::named(s, name)
+    }
+}
+
 /// The OpenAPI document of this surface (docs/design.md#3-http-surface), served at `/openapi.json`;
 /// a test
 /// keeps it and the router in step.
@@ -114,7 +146,9 @@ fn cors(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
         .max_age(Duration::from_secs(600))
 }
 
-/// The router over `state`.
+/// The router over `state`: the routes that need a caller inside the auth middleware
+/// (`auth::require_caller`), the open ones outside it; both answer a wrong method with a JSON
+/// 405, and an unknown path is a guarded one (401 before 404).
 pub(crate) fn router(state: AppState) -> Router {
     let cors = cors(&state.cors_origins);
     let metrics = Router::new().route("/metrics", get(metrics));
@@ -123,29 +157,32 @@ pub(crate) fn router(state: AppState) -> Router {
     } else {
         (metrics, Router::new())
     };
-    Router::new()
+    let guarded = Router::new()
         .route("/agents", get(list_agents))
         .route("/agents/{name}", post(run_agent).get(get_agent))
         .route("/agents/{name}/threads", get(threads::list))
         .route("/agents/{name}/threads/{thread_id}", get(threads::detail))
         .route("/threads", get(threads::inbox))
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .route("/readyz", get(readyz))
         .merge(copilotkit::routes(state.copilotkit_base_path.as_deref()))
         .merge(guarded_metrics)
         .fallback(|| async { RequestError::NoRoute })
         .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed })
-        // Inside CORS: preflights are answered before auth, and 401s carry CORS headers.
         .layer(middleware::from_fn_with_state(
             state.auth.clone(),
             auth::require_caller,
-        ))
-        // Open routes (outside auth; docs/security.md): the API's description, the
-        // console's files, and the metrics when `metrics_public`. The probes are open too,
-        // inside: `auth::require_caller` lets them pass.
+        ));
+    // The open routes (docs/design.md#3-http-surface, docs/security.md): the probes, the
+    // API's description, the console's files, and the metrics when `metrics_public`.
+    let open = Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi))
         .merge(console::routes())
         .merge(open_metrics)
+        .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed });
+    guarded
+        .merge(open)
+        // Outside auth: preflights are answered before it, and 401s carry CORS headers.
         .layer(cors)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
@@ -175,15 +212,8 @@ async fn list_agents(State(s): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({"agents": s.registry.all().map(|a| a.summary()).collect::<Vec<_>>()}))
 }
 
-async fn get_agent(
-    State(s): State<AppState>,
-    Path(name): Path<String>,
-) -> Result<Json<serde_json::Value>, RequestError> {
-    let agent = s
-        .registry
-        .get(&name)
-        .ok_or(RequestError::UnknownAgent(name))?;
-    Ok(Json(agent.detail()))
+async fn get_agent(AgentRef(agent): AgentRef) -> Json<serde_json::Value> {
+    Json(agent.detail())
 }
 
 /// Ready when every agent's card was read and the binding store answers; otherwise 503
@@ -320,14 +350,10 @@ async fn check_ownership(
 /// `POST /agents/{name}`: an AG-UI run.
 pub(crate) async fn run_agent(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    AgentRef(agent): AgentRef,
     caller: Caller,
     req: Request,
 ) -> Result<Response, RequestError> {
-    let agent = s
-        .registry
-        .get(&name)
-        .ok_or(RequestError::UnknownAgent(name))?;
     let (input, headers, permit) = read_run(&s, &caller, req).await?;
     start_run(&s, agent, &caller, &headers, input, permit, "run").await
 }
@@ -557,7 +583,9 @@ mod tests {
                 .unwrap();
         for metrics_public in [false, true] {
             let mut s = state();
-            s.auth = Arc::new(Authenticator::from_config(&keyed, &[]).unwrap());
+            s.auth = Arc::new(Authenticator::new(
+                &crate::config::inbound::parse(&keyed, &[]).unwrap(),
+            ));
             s.metrics_public = metrics_public;
             let app = router(s);
             let mut open = Vec::new();
@@ -589,6 +617,74 @@ mod tests {
                 expected.sort();
             }
             assert_eq!(open, expected, "metrics_public: {metrics_public}");
+            // Another method on an open route is the same JSON 405 as on a guarded one,
+            // without credentials.
+            for uri in [
+                "/healthz",
+                "/readyz",
+                "/openapi.json",
+                "/console",
+                "/console/x",
+            ] {
+                let req = HttpRequest::builder()
+                    .method("POST")
+                    .uri(uri)
+                    .body(Body::empty())
+                    .unwrap();
+                let resp = app.clone().oneshot(req).await.unwrap();
+                assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED, "{uri}");
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+                    .await
+                    .unwrap();
+                let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(body["error"]["code"], "method_not_allowed", "{uri}");
+            }
+        }
+    }
+
+    /// Every route that names an agent answers a name no agent has with the same JSON `404
+    /// unknown_agent` (one lookup, [`AgentRef`]): each described operation with `{name}`,
+    /// and the CopilotKit envelope's methods that name one.
+    #[tokio::test]
+    async fn every_route_naming_an_agent_answers_an_unknown_one_alike() {
+        let spec: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let mut requests = Vec::new();
+        for (path, item) in spec["paths"].as_object().unwrap() {
+            for method in ["get", "post"] {
+                if path.contains("{name}") && item.get(method).is_some() {
+                    let uri = path.replace("{name}", "nope").replace("{threadId}", "t");
+                    requests.push((method.to_uppercase(), uri, json!({})));
+                }
+            }
+        }
+        assert_eq!(requests.len(), 7, "{requests:?}");
+        for method in ["agent/run", "agent/connect", "agent/stop"] {
+            let envelope = json!({"method": method, "params": {"agentId": "nope", "threadId": "t"},
+                "body": {"threadId": "t", "runId": "r", "messages": []}});
+            requests.push(("POST".to_owned(), "/copilotkit".to_owned(), envelope));
+        }
+        for (method, uri, body) in requests {
+            let req = HttpRequest::builder()
+                .method(method.as_str())
+                .uri(&uri)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap();
+            let resp = router(state()).oneshot(req).await.unwrap();
+            assert_eq!(
+                resp.status(),
+                StatusCode::NOT_FOUND,
+                "{method} {uri} {body}"
+            );
+            let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(
+                body["error"]["code"], "unknown_agent",
+                "{method} {uri}: {body}"
+            );
+            assert!(body["message"].as_str().unwrap().contains("nope"), "{body}");
         }
     }
 

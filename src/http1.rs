@@ -19,6 +19,8 @@
 //! trailers at most [`MAX_TRAILER_BYTES`] and [`MAX_HEADERS`] lines (hyper's own bounds), so
 //! a decoder never leaves more than those undecoded.
 
+use axum::http::header::{HeaderName, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+
 /// The most bytes of a message head (start line and headers).
 pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// The most headers a message head may have (and trailer lines a chunked body).
@@ -145,6 +147,12 @@ pub(crate) fn content_length<'a>(
         .map(Some)
         .ok_or(FramingError("a Content-Length that is not one number"))
 }
+
+/// The headers that frame a message, written by the transport itself: a request's
+/// headers never set them (the upstream reader, `crate::a2a::direct`, writes its own), and
+/// no configured header may carry anything in them.
+pub(crate) const FRAMING_HEADERS: [HeaderName; 4] =
+    [HOST, CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION];
 
 /// Appends the header line `name: value`.
 pub(crate) fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {

@@ -4,7 +4,8 @@
 //!
 //! ## Layout
 //! - [`agui`]: AG-UI protocol data (events out, `RunAgentInput` in). No I/O.
-//! - [`a2a`]: the only module that knows A2A wire versions: model, codecs, cards, client.
+//! - [`a2a`]: the only module that knows how A2A versions are spelled on the wire: model,
+//!   codecs, cards, client (`docs/versions.md`).
 //! - [`bridge`]: pure translation, A2A -> AG-UI projection and AG-UI -> A2A requests.
 //! - [`run`]: the one async module that owns a run: upstream calls, timeouts, limits,
 //!   recovery, and the terminal-event guarantee.
@@ -16,6 +17,8 @@
 //! - [`http1`]: HTTP/1.1 message framing, shared by the inbound server and the upstream reader.
 //! - [`config`]: file + flags -> validated [`config::Settings`].
 //! - [`redact`]: what may be shown or logged (userinfo, foreign strings).
+//! - [`metrics`]: the Prometheus metrics served at `/metrics`.
+//! - [`telemetry`]: traces over OTLP: a span per run and per upstream call.
 //! - [`demo`]: the embedded demo A2A agent (`--demo`).
 //! - [`app`]: build the app from settings and serve it.
 
@@ -35,3 +38,30 @@ pub(crate) mod redact;
 pub(crate) mod registry;
 pub(crate) mod run;
 pub mod telemetry;
+
+#[cfg(test)]
+mod tests {
+    /// The layouts in the crate's and the bridge's headers name every module they declare
+    /// (`[`name`]`), so a module added is a module described.
+    #[test]
+    fn module_headers_name_every_module() {
+        for (file, text) in [
+            ("src/lib.rs", include_str!("lib.rs")),
+            ("src/bridge.rs", include_str!("bridge.rs")),
+        ] {
+            let declared = text.lines().filter_map(|line| {
+                let rest = line
+                    .strip_prefix("pub mod ")
+                    .or_else(|| line.strip_prefix("pub(crate) mod "))
+                    .or_else(|| line.strip_prefix("mod "))?;
+                rest.strip_suffix(';')
+            });
+            for name in declared {
+                assert!(
+                    text.contains(&format!("[`{name}`]")),
+                    "{file}'s header does not name {name}"
+                );
+            }
+        }
+    }
+}

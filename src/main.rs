@@ -103,11 +103,7 @@ async fn healthcheck(cli: &Cli) -> ExitCode {
         .as_deref()
         .and_then(|path| config::read_file(path).ok())
         .and_then(|file| file.listen);
-    let raw = cli
-        .listen
-        .clone()
-        .or(from_file)
-        .unwrap_or_else(|| config::DEFAULT_LISTEN.into());
+    let raw = config::listen_or_default(cli.listen.clone(), from_file);
     let mut addr = match config::listen_addresses(&raw) {
         Ok(addrs) => addrs[0],
         Err(e) => {

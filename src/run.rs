@@ -25,7 +25,8 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use reqwest::header::{HeaderName, HeaderValue};
 
 use crate::a2a::client::ClientError;
-use crate::a2a::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task};
+use crate::a2a::model::{OutgoingMessage, StreamEvent, Task};
+use crate::a2a::Operation;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
 use crate::binding::{BindingStore, ThreadRecord};
@@ -562,7 +563,7 @@ impl Run {
         upstream: &Resolved,
         context_id: String,
     ) -> Result<(), Disconnected> {
-        if upstream.version() != ProtocolVersion::V1 {
+        if !upstream.client.supports(Operation::ListTasks) {
             return Ok(());
         }
         let listed = upstream

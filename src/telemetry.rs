@@ -24,6 +24,12 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 pub const RUN_SPAN: &str = "agui.run";
 /// The span of one A2A call.
 pub const CALL_SPAN: &str = "a2a.call";
+/// The headers a call's trace context goes upstream in (W3C Trace Context, as
+/// [`TraceContextPropagator`] writes them).
+pub(crate) const TRACE_HEADERS: [HeaderName; 2] = [
+    HeaderName::from_static("traceparent"),
+    HeaderName::from_static("tracestate"),
+];
 /// Spans held for export at most; more are dropped.
 const MAX_QUEUE: usize = 4096;
 /// One export's bound.

@@ -28,7 +28,22 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 
 use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
 use super::sse::{self, SseError};
-use super::{parse_envelope, request_body, Operation, Reply};
+use super::{parse_envelope, request_body, Operation, RpcReply};
+
+/// `A2A-Version` (A2A 1.0 §3.6), on every 1.0 call.
+const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
+
+/// The headers the gateway sets itself on upstream calls, whatever the configuration says:
+/// the transport's framing, the body's type and what is accepted, the A2A version, the
+/// extensions asked for (both versions' names), and the call's trace context. Nothing
+/// configured may carry another meaning in them (`forward_identity`, `crate::config`).
+pub(crate) fn owned_headers() -> impl Iterator<Item = HeaderName> {
+    crate::http1::FRAMING_HEADERS
+        .into_iter()
+        .chain([CONTENT_TYPE, ACCEPT, A2A_VERSION])
+        .chain(ProtocolVersion::ALL.map(ProtocolVersion::extensions_header))
+        .chain(crate::telemetry::TRACE_HEADERS)
+}
 
 /// Why a call to the upstream did not give a usable answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -185,6 +200,12 @@ impl Client {
         self.endpoint.version
     }
 
+    /// Whether the endpoint's version has `op`: A2A 0.3 has no `ListTasks` (a list there
+    /// comes from elsewhere, a pick-up reads nothing), 1.0 has every operation.
+    pub fn supports(&self, op: Operation) -> bool {
+        self.endpoint.version.method(op).is_some()
+    }
+
     fn method(&self, op: Operation, name: &'static str) -> Result<&'static str, ClientError> {
         self.endpoint
             .version
@@ -282,7 +303,7 @@ impl Client {
             .json(&body);
         // A2A 1.0 §3.6: the version header on every call; 0.3 servers expect none.
         if self.endpoint.version == ProtocolVersion::V1 {
-            req = req.header("A2A-Version", HeaderValue::from_static("1.0"));
+            req = req.header(A2A_VERSION, HeaderValue::from_static("1.0"));
         }
         let head_timeout = match call {
             Call::Unary(t) => {
@@ -318,8 +339,8 @@ impl Client {
         let body = read_limited(resp, self.max_event_bytes, Some(timeout)).await?;
         let text = String::from_utf8_lossy(&body);
         match parse_envelope(&text) {
-            Some(Reply::Result(r)) => Ok(r.to_owned()),
-            Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+            Some(RpcReply::Result(r)) => Ok(r.to_owned()),
+            Some(RpcReply::Error(e)) => Err(ClientError::Rpc(e)),
             None => Err(not_jsonrpc(&text)),
         }
     }
@@ -330,7 +351,7 @@ impl Client {
         if uris.is_empty() {
             return self.clone();
         }
-        let name = HeaderName::from_static(self.endpoint.version.extensions_header());
+        let name = self.endpoint.version.extensions_header();
         let mut all: Vec<String> = self
             .endpoint
             .headers
@@ -678,8 +699,8 @@ pub fn decode_frame(version: ProtocolVersion, data: &str) -> Result<StreamEvent,
         return decoded.map_err(ClientError::Rpc);
     }
     match parse_envelope(data) {
-        Some(Reply::Result(r)) => Ok(version.decode_event(r)),
-        Some(Reply::Error(e)) => Err(ClientError::Rpc(e)),
+        Some(RpcReply::Result(r)) => Ok(version.decode_event(r)),
+        Some(RpcReply::Error(e)) => Err(ClientError::Rpc(e)),
         None => Err(not_jsonrpc(data)),
     }
 }
@@ -725,4 +746,105 @@ fn not_a(what: &str, result: &str) -> ClientError {
         "the upstream's result ({} bytes) is not a {what}",
         result.len()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(version: ProtocolVersion) -> Client {
+        let endpoint = Endpoint {
+            url: "http://127.0.0.1:9/".parse().unwrap(),
+            version,
+            headers: HeaderMap::new(),
+        };
+        Client::new(
+            reqwest::Client::new(),
+            endpoint,
+            1024,
+            Duration::from_secs(1),
+        )
+    }
+
+    /// What callers ask before an operation a version may lack (the thread list, a thread's
+    /// detail, pick-up): A2A 1.0 has every operation, 0.3 all but `ListTasks`; and an
+    /// operation not supported is refused without a call.
+    #[tokio::test]
+    async fn supports_says_which_operations_a_version_has() {
+        for op in Operation::ALL {
+            assert!(client(ProtocolVersion::V1).supports(op), "{op:?}");
+            let v0_3 = client(ProtocolVersion::V0_3);
+            assert_eq!(v0_3.supports(op), op != Operation::ListTasks, "{op:?}");
+        }
+        let refused = client(ProtocolVersion::V0_3)
+            .list_tasks(None, 1, None, 0, false)
+            .await;
+        assert!(
+            matches!(refused, Err(ClientError::Unsupported(..))),
+            "{refused:?}"
+        );
+    }
+
+    /// Every header a call carries is configured (the endpoint's headers, the identity
+    /// header) or in [`owned_headers`], so configuration is refused exactly the headers the
+    /// gateway would overwrite or double: a header the client starts setting without listing
+    /// it fails here. Both versions, with extensions asked for and a trace context (one with
+    /// `tracestate`, which the client's run span passes on).
+    #[test]
+    fn a_call_carries_only_owned_and_configured_headers() {
+        let traces =
+            crate::telemetry::Traces::start(&"http://127.0.0.1:9/v1/traces".parse().unwrap())
+                .unwrap();
+        let mut inbound = HeaderMap::new();
+        inbound.insert(
+            "traceparent",
+            HeaderValue::from_static("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+        );
+        inbound.insert("tracestate", HeaderValue::from_static("vendor=value"));
+        let run = traces.run(&inbound, "a", "t");
+        let owned: Vec<HeaderName> = owned_headers().collect();
+        for version in ProtocolVersion::ALL {
+            let mut configured = HeaderMap::new();
+            configured.insert("x-api-key", HeaderValue::from_static("k"));
+            let endpoint = Endpoint {
+                url: "http://127.0.0.1:9/".parse().unwrap(),
+                version,
+                headers: configured,
+            };
+            let client = Client::new(
+                reqwest::Client::new(),
+                endpoint,
+                1024,
+                Duration::from_secs(1),
+            )
+            .with_header(
+                HeaderName::from_static("x-caller"),
+                HeaderValue::from_static("alice"),
+            )
+            .with_extensions(&["urn:x".to_owned()])
+            .traced(run.clone());
+            let (trace_headers, span) = run.call("m");
+            span.end(true);
+            for call in [Call::Unary(Duration::from_secs(1)), Call::Stream(None)] {
+                let (req, _) =
+                    client.build_post("m", serde_json::json!({}), call, trace_headers.clone());
+                let req = req.build().unwrap();
+                let names: Vec<&str> = req.headers().keys().map(HeaderName::as_str).collect();
+                for name in req.headers().keys() {
+                    assert!(
+                        owned.contains(name) || ["x-api-key", "x-caller"].contains(&name.as_str()),
+                        "{version:?} sends {name}, neither owned nor configured: {names:?}"
+                    );
+                }
+                for expected in [
+                    "traceparent",
+                    "tracestate",
+                    version.extensions_header().as_str(),
+                ] {
+                    assert!(names.contains(&expected), "{version:?}: {names:?}");
+                }
+            }
+        }
+        traces.shutdown();
+    }
 }

@@ -190,10 +190,7 @@ fn request_bytes(request: &reqwest::Request, host: &str) -> Vec<u8> {
     out.extend_from_slice(b"\r\n");
     for (name, value) in request.headers() {
         // Framing is this transport's: the body's length, and one response per connection.
-        if matches!(
-            name.as_str(),
-            "host" | "content-length" | "transfer-encoding" | "connection"
-        ) {
+        if http1::FRAMING_HEADERS.contains(name) {
             continue;
         }
         http1::push_header(&mut out, name.as_str(), value.as_bytes());

@@ -405,12 +405,16 @@ pub enum ProtocolVersion {
 }
 
 impl ProtocolVersion {
+    /// Both versions.
+    pub const ALL: [ProtocolVersion; 2] = [Self::V1, Self::V0_3];
+
     /// The header that activates extensions (A2A 1.0 §4.6 `A2A-Extensions`; 0.3
-    /// `X-A2A-Extensions`), lowercase.
-    pub fn extensions_header(self) -> &'static str {
+    /// `X-A2A-Extensions`).
+    pub fn extensions_header(self) -> reqwest::header::HeaderName {
+        use reqwest::header::HeaderName;
         match self {
-            Self::V1 => "a2a-extensions",
-            Self::V0_3 => "x-a2a-extensions",
+            Self::V1 => HeaderName::from_static("a2a-extensions"),
+            Self::V0_3 => HeaderName::from_static("x-a2a-extensions"),
         }
     }
 

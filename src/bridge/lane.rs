@@ -1,19 +1,19 @@
-//! The forwarding lane AG-UI -> A2A (docs/design.md#5-run-options cues, §8; `docs/forwarding.md`):
-//! what the
-//! frontend knows — readable context, frontend tools, system and developer messages, the
-//! app's state — carried in the outgoing A2A message's own `metadata` under the gateway's
-//! extension URIs. Pure.
+//! The forwarding lane AG-UI -> A2A (docs/design.md#5-run-options cues,
+//! docs/design.md#8-forwarding-lane; `docs/forwarding.md`): what the frontend knows —
+//! readable context, frontend tools, system and developer messages, the app's state —
+//! carried in the outgoing A2A message's own `metadata` under the gateway's extension URIs.
+//! Pure; the message itself is [`super::request`]'s.
 //!
 //! Invariants: with no cue on, nothing is added (a plain agent sees byte for byte the message
 //! it saw before); the extension is activated (`message.extensions`, and from there the
 //! `A2A-Extensions` header) only for data actually sent, and only when the agent's card
-//! declares the extension or its config forces it; the gateway's own subtrees (`/a2a`,
-//! `/view`) are never forwarded as app state.
+//! declares the extension or its config forces it; the gateway's own parts of the state
+//! (`/a2a`, `/view/artifacts`: [`state::app_part`]) are never forwarded as app state.
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::state::{layout, ClientView, Op};
+use super::state::{self, ClientView, Op};
 use crate::a2a::model::OutgoingMessage;
 use crate::agui::RunAgentInput;
 use crate::config::ForwardCue;
@@ -100,32 +100,13 @@ fn contents_of(input: &RunAgentInput, role: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The app's own state: the client's state without the gateway's subtrees (`/a2a`,
-/// `/view/artifacts`).
+/// The app's own state: the client's state without the gateway's parts
+/// ([`state::app_part`]); a state that is not an object has none.
 pub(crate) fn app_state(state: Option<&Value>) -> Map<String, Value> {
-    let Some(Value::Object(m)) = state else {
-        return Map::new();
-    };
-    let mut app = Map::new();
-    for (k, v) in m {
-        match (k.as_str(), v) {
-            (layout::A2A, _) => {}
-            (layout::VIEW, Value::Object(view)) => {
-                let rest: Map<String, Value> = view
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != layout::ARTIFACTS)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                if !rest.is_empty() {
-                    app.insert(k.clone(), Value::Object(rest));
-                }
-            }
-            _ => {
-                app.insert(k.clone(), v.clone());
-            }
-        }
+    match state {
+        Some(Value::Object(m)) => state::app_part(m),
+        _ => Map::new(),
     }
-    app
 }
 
 /// A stable digest of a JSON value (its serialization: object keys sorted, as serde_json's

@@ -1,6 +1,7 @@
-//! The forwarding lane AG-UI -> A2A (docs/design.md#5-run-options,
+//! A run's request AG-UI -> A2A, its plan (docs/design.md#5-run-options,
 //! docs/design.md#7-human-in-the-loop, docs/design.md#8-forwarding-lane): what a run asks the
-//! upstream to do.
+//! upstream to do — which message, to which task, with which options. What else the frontend
+//! knows rides along through the forwarding lane ([`super::lane`]).
 //!
 //! Only the new part of the conversation goes upstream — the latest user message, or the
 //! answer to an interrupt — never the transcript: history lives in the A2A server. The user

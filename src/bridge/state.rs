@@ -9,7 +9,8 @@
 //!   there; the client sends it back and the gateway reads it ([`ClientView`]).
 //! - `/view/artifacts/<artifactId>`: artifacts (or the pointer in an artifact's
 //!   `metadata.path`, never under `/a2a`).
-//! - Everything else belongs to the app.
+//! - Everything else belongs to the app ([`app_part`]), the rest of `/view` included: the
+//!   lane forwards it, an agent's snapshot replaces it.
 //!
 //! Operations are RFC 6902 operations, typed ([`Op`] is `json_patch::PatchOperation`,
 //! pointers are `jsonptr` pointers, so escaping has one implementation).
@@ -100,6 +101,59 @@ pub(crate) mod layout {
     pub(crate) fn is_gateway_owned(pointer: &Pointer) -> bool {
         pointer.first().is_some_and(|t| t.decoded() == A2A)
     }
+
+    /// The gateway's parts of the document, by member path: `/a2a` and `/view/artifacts`.
+    /// Everything else is the app's state ([`super::app_part`]): what the lane forwards and
+    /// what an agent's snapshot replaces (`docs/forwarding.md`, `docs/mapping.md`); the rest
+    /// of `/view` is the app's too.
+    pub(crate) const GATEWAY_PARTS: [&[&str]; 2] = [&[A2A], &[VIEW, ARTIFACTS]];
+}
+
+/// The app's part of a state document: a copy without the gateway's parts
+/// ([`layout::GATEWAY_PARTS`]); a member left empty by taking them out (a `/view` holding
+/// only artifacts) is left out too.
+pub(crate) fn app_part(doc: &Map<String, Value>) -> Map<String, Value> {
+    fn without(map: &Map<String, Value>, parts: &[&[&str]]) -> Map<String, Value> {
+        let mut out = Map::new();
+        for (key, value) in map {
+            let below: Vec<&[&str]> = parts
+                .iter()
+                .filter(|p| p.first() == Some(&key.as_str()))
+                .map(|p| &p[1..])
+                .collect();
+            if below.iter().any(|p| p.is_empty()) {
+                continue;
+            }
+            match value {
+                Value::Object(inner) if !below.is_empty() => {
+                    let rest = without(inner, &below);
+                    if !rest.is_empty() {
+                        out.insert(key.clone(), Value::Object(rest));
+                    }
+                }
+                _ => {
+                    out.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        out
+    }
+    without(doc, &layout::GATEWAY_PARTS)
+}
+
+/// Takes the member at `path` out of `map` (`None` if some step is missing or not an object).
+fn take_at(map: &mut Map<String, Value>, path: &[&str]) -> Option<Value> {
+    let (last, parents) = path.split_last()?;
+    let mut at = map;
+    for key in parents {
+        at = at.get_mut(*key)?.as_object_mut()?;
+    }
+    at.remove(*last)
+}
+
+/// The object at `path` in `map`, made (over anything that is not an object) where missing.
+fn object_at<'a>(map: &'a mut Map<String, Value>, path: &[&str]) -> &'a mut Map<String, Value> {
+    path.iter().fold(map, |at, key| object_entry(at, key))
 }
 
 /// An `add` operation.
@@ -301,7 +355,10 @@ impl Shadow {
             }
             None => Map::new(),
         };
-        let a2a = object_entry(&mut root, layout::A2A);
+        for part in layout::GATEWAY_PARTS {
+            object_at(&mut root, part);
+        }
+        let a2a = object_at(&mut root, &[layout::A2A]);
         if !a2a
             .get(layout::PENDING_INTERRUPTS)
             .is_some_and(Value::is_object)
@@ -311,8 +368,6 @@ impl Shadow {
         if let Some(c) = context_id {
             a2a.insert(layout::CONTEXT_ID.into(), json!(c));
         }
-        let view = object_entry(&mut root, layout::VIEW);
-        object_entry(view, layout::ARTIFACTS);
         let doc = Value::Object(root);
         let m = measure(&doc);
         Self {
@@ -461,8 +516,9 @@ impl Shadow {
         Ok(())
     }
 
-    /// Replaces the app's part of the document (an agent's `agui-state-snapshot`), keeping
-    /// the gateway's subtrees. Refused past `limits.max_state_bytes`.
+    /// Replaces the app's part of the document ([`app_part`]) with an agent's
+    /// `agui-state-snapshot`, keeping the gateway's parts: what the snapshot holds there is
+    /// not the agent's to set. Refused past `limits.max_state_bytes`.
     pub(crate) fn replace_app_state(&mut self, app: Value) -> Result<(), Refusal> {
         let m = measure(&app);
         if m.bytes > self.limits.max_agent_bytes {
@@ -479,10 +535,16 @@ impl Shadow {
                 Map::new()
             }
         };
+        for part in layout::GATEWAY_PARTS {
+            if let Some(theirs) = take_at(&mut root, part) {
+                drop_flat(theirs);
+            }
+        }
         if let Value::Object(cur) = &mut self.doc {
-            for key in [layout::A2A, layout::VIEW] {
-                if let Some(v) = cur.remove(key) {
-                    root.insert(key.into(), v);
+            for part in layout::GATEWAY_PARTS {
+                if let Some(ours) = take_at(cur, part) {
+                    let (last, parents) = part.split_last().expect("a part is a non-empty path");
+                    object_at(&mut root, parents).insert((*last).into(), ours);
                 }
             }
         }
@@ -527,6 +589,59 @@ mod tests {
             &json!({"app": 1, "view": {"x": 2, "artifacts": {}}, "a2a": {"pendingInterrupts": {"old": {}}, "contextId": "c"}}),
             "pending interrupts stay until the upstream accepts an answer"
         );
+    }
+
+    /// One rule for what is the app's: the lane forwards [`app_part`] of the client's state,
+    /// and an agent's snapshot replaces exactly that part of the shadow — `/view` members
+    /// other than `artifacts` included — while `/a2a` and `/view/artifacts` stay the
+    /// gateway's whatever the snapshot holds there.
+    #[test]
+    fn the_app_part_is_what_the_lane_forwards_and_an_agent_snapshot_replaces() {
+        let client = json!({"todo": [1], "view": {"mode": "list", "artifacts": {"a": {"text": "x"}}},
+            "a2a": {"contextId": "c", "pendingInterrupts": {}}});
+        assert_eq!(
+            Value::Object(app_part(client.as_object().unwrap())),
+            json!({"todo": [1], "view": {"mode": "list"}})
+        );
+        assert_eq!(
+            super::super::lane::app_state(Some(&client)),
+            app_part(client.as_object().unwrap())
+        );
+        // A `/view` with nothing of the app's in it is not the app's.
+        let only_artifacts = json!({"view": {"artifacts": {}}, "n": 1});
+        assert_eq!(
+            Value::Object(app_part(only_artifacts.as_object().unwrap())),
+            json!({"n": 1})
+        );
+        for snapshot in [
+            json!({"todo": [2], "view": {"mode": "grid"}}),
+            json!({"todo": [2]}),
+            json!({"view": {"mode": "grid", "artifacts": {"forged": {}}}, "a2a": {"contextId": "forged"}}),
+            json!("not an object"),
+        ] {
+            let mut s = Shadow::new(Some(client.clone()), Some("c"), StateLimits::default());
+            let before = s.doc().clone();
+            s.replace_app_state(snapshot.clone()).unwrap();
+            let doc = s.doc().as_object().unwrap();
+            let expected = match &snapshot {
+                Value::Object(m) => app_part(m),
+                _ => Map::new(),
+            };
+            assert_eq!(app_part(doc), expected, "{snapshot}");
+            assert_eq!(doc["a2a"], before["a2a"], "{snapshot}");
+            assert_eq!(
+                doc["view"]["artifacts"], before["view"]["artifacts"],
+                "{snapshot}"
+            );
+        }
+        // A `/view` that is not an object cannot hold the artifacts: it becomes one.
+        let mut s = Shadow::new(Some(client.clone()), Some("c"), StateLimits::default());
+        s.replace_app_state(json!({"view": 1, "n": 2})).unwrap();
+        assert_eq!(
+            s.doc()["view"],
+            json!({"artifacts": client["view"]["artifacts"]})
+        );
+        assert_eq!(s.doc()["n"], 2);
     }
 
     #[test]

@@ -49,7 +49,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::sse::{self, SseBody};
-use super::{threads, AppState};
+use super::{threads, AgentRef, AppState};
 use crate::a2a::model::Task;
 use crate::agui::{Event, RunAgentInput};
 use crate::auth::Caller;
@@ -112,11 +112,10 @@ fn describe(agent: &Agent) -> Value {
 /// `POST {base}/agent/{id}/connect`: reattach to the caller's thread after a page reload.
 async fn connect(
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    AgentRef(agent): AgentRef,
     caller: Caller,
     req: Request,
 ) -> Result<Response, RequestError> {
-    let agent = s.registry.get(&id).ok_or(RequestError::UnknownAgent(id))?;
     let (mut input, headers, permit) = super::read_run(&s, &caller, req).await?;
     let thread_id = input.thread_id.clone();
     let Some(context_id) = threads::context_of(&s, &agent, &caller, &thread_id).await? else {
@@ -148,10 +147,10 @@ async fn connect(
 /// logged as a `stop`, with how many tasks it cancelled.
 async fn stop(
     State(s): State<AppState>,
-    Path((id, thread_id)): Path<(String, String)>,
+    AgentRef(agent): AgentRef,
+    Path((_, thread_id)): Path<(String, String)>,
     caller: Caller,
 ) -> Result<Json<Value>, RequestError> {
-    let agent = s.registry.get(&id).ok_or(RequestError::UnknownAgent(id))?;
     let cancelled = match threads::context_of(&s, &agent, &caller, &thread_id).await? {
         Some(context_id) => cancel_live(&s, &agent, &caller, &thread_id, &context_id).await,
         None => Ok(0),
@@ -260,16 +259,18 @@ async fn single_route(
     match envelope.method.as_str() {
         "info" => Ok(info(State(s)).await.into_response()),
         "agent/run" => {
-            let id = param("agentId")?;
-            super::run_agent(State(s), Path(id), caller, inner(&envelope.body)).await
+            let agent = AgentRef::named(&s, &param("agentId")?)?;
+            super::run_agent(State(s), agent, caller, inner(&envelope.body)).await
         }
         "agent/connect" => {
-            let id = param("agentId")?;
-            connect(State(s), Path(id), caller, inner(&envelope.body)).await
+            let agent = AgentRef::named(&s, &param("agentId")?)?;
+            connect(State(s), agent, caller, inner(&envelope.body)).await
         }
         "agent/stop" => {
-            let ids = (param("agentId")?, param("threadId")?);
-            Ok(stop(State(s), Path(ids), caller).await?.into_response())
+            let (id, thread_id) = (param("agentId")?, param("threadId")?);
+            let agent = AgentRef::named(&s, &id)?;
+            let stopped = stop(State(s), agent, Path((id, thread_id)), caller).await?;
+            Ok(stopped.into_response())
         }
         other => Err(RequestError::InvalidRunInput(format!(
             "method {other:?} is not served here: info, agent/run, agent/connect or agent/stop"

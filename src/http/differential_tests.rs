@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use super::listener::ConnectionLimits;
+use super::server::ConnectionLimits;
 
 /// A request a server's handler acted on: method, target, body.
 pub(super) type Seen = (String, String, Vec<u8>);

@@ -21,6 +21,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use super::server::{self, ConnectionLimits};
+
 /// How often refusals at the connection cap are logged, at most.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -40,17 +42,6 @@ async fn accept_any(
         std::task::Poll::Pending
     })
     .await
-}
-
-/// What the accept loop and its connections enforce.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ConnectionLimits {
-    pub max_connections: usize,
-    /// `limits.max_body_bytes`: a request body's trailers count towards it (the handler
-    /// bounds the payload).
-    pub max_body_bytes: usize,
-    pub header_read: Duration,
-    pub client_write: Duration,
 }
 
 /// Serves `router` on `listeners` (one per listen address; the connection cap spans them)
@@ -96,7 +87,7 @@ pub(crate) async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         // Spawned as it is: a wrapping `async` block would hold the connection's future twice.
-        tokio::spawn(super::server::serve_connection(
+        tokio::spawn(server::serve_connection(
             tcp,
             peer,
             router.clone(),

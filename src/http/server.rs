@@ -54,7 +54,6 @@ use http_body::{Frame, SizeHint};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
-use super::listener::ConnectionLimits;
 use crate::error::RequestError;
 use crate::http1::{self, Framing};
 
@@ -63,6 +62,17 @@ const READ_SIZE: usize = 4 * 1024;
 /// A response's gathered bytes are written once they reach this size (or its body waits).
 const WRITE_CHUNK: usize = 64 * 1024;
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// What the accept loop ([`super::listener`]) and its connections enforce.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnectionLimits {
+    pub max_connections: usize,
+    /// `limits.max_body_bytes`: a request body's trailers count towards it (the handler
+    /// bounds the payload).
+    pub max_body_bytes: usize,
+    pub header_read: Duration,
+    pub client_write: Duration,
+}
 
 /// Serves the connection `tcp` from `peer` until it closes, an error ends it, or `shutdown`
 /// turns `true` while it is idle; its `slot` of `limits.max_connections` is held till then.

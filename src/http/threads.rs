@@ -31,11 +31,12 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::AppState;
+use super::{AgentRef, AppState};
 use crate::a2a::client::ClientError;
-use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
+use crate::a2a::model::{StreamEvent, Task};
+use crate::a2a::Operation;
 use crate::auth::Caller;
-use crate::bridge::state::ClientView;
+use crate::bridge::state::{layout, ClientView};
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
@@ -77,15 +78,11 @@ const SOURCE_BINDINGS: &str = "bindings";
 /// `GET /agents/{name}/threads`.
 pub(crate) async fn list(
     State(s): State<AppState>,
-    Path(name): Path<String>,
+    AgentRef(agent): AgentRef,
     caller: Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
     let q = query(q)?;
-    let agent = s
-        .registry
-        .get(&name)
-        .ok_or(RequestError::UnknownAgent(name))?;
     let (threads, source) = visible_threads(&s, &agent, &caller).await?;
     let items: Vec<Value> = threads.iter().map(|t| json!(t)).collect();
     Ok(Json(page(items, source, &q)?))
@@ -137,13 +134,10 @@ pub(crate) async fn inbox(
 /// A2A history), its state (the projection of its last task) and pending interrupts.
 pub(crate) async fn detail(
     State(s): State<AppState>,
-    Path((name, thread_id)): Path<(String, String)>,
+    AgentRef(agent): AgentRef,
+    Path((_, thread_id)): Path<(String, String)>,
     caller: Caller,
 ) -> Result<Json<Value>, RequestError> {
-    let agent = s
-        .registry
-        .get(&name)
-        .ok_or(RequestError::UnknownAgent(name))?;
     let context_id = context_of(&s, &agent, &caller, &thread_id)
         .await?
         .ok_or(RequestError::UnknownThread)?;
@@ -153,19 +147,32 @@ pub(crate) async fn detail(
         Err(e) if e.is_task_not_found() => return Err(RequestError::UnknownThread),
         Err(e) => return Err(RequestError::from(&e)),
     };
-    let summary = threads::summarize(&tasks, |_| thread_id.clone())
-        .into_iter()
-        .next()
+    let body = detail_body(&s.limits, &thread_id, &context_id, &mut tasks)
         .ok_or(RequestError::UnknownThread)?;
+    Ok(Json(body))
+}
+
+/// A thread's detail from its context's tasks, newest first (`None`: no task): its list
+/// item, `messages`, `state` and `pendingInterrupts` (the entries at the state's
+/// `/a2a/pendingInterrupts`, under the same name).
+fn detail_body(
+    limits: &Limits,
+    thread_id: &str,
+    context_id: &str,
+    tasks: &mut [Task],
+) -> Option<Value> {
+    let summary = threads::summarize(tasks, |_| thread_id.to_owned())
+        .into_iter()
+        .next()?;
     tasks.reverse();
     let oldest_first: Vec<&Task> = tasks.iter().collect();
     let messages = history::messages(&oldest_first);
-    let (state, pending) = projected_state(&s.limits, &thread_id, &context_id, tasks.last());
+    let (state, pending) = projected_state(limits, thread_id, context_id, tasks.last());
     let mut body = json!(summary);
     body["messages"] = json!(messages);
     body["state"] = state;
-    body["pendingInterrupts"] = pending;
-    Ok(Json(body))
+    body[layout::PENDING_INTERRUPTS] = pending;
+    Some(body)
 }
 
 /// The context of the caller's thread `thread_id` (docs/design.md#4-threads-and-contexts,
@@ -203,7 +210,7 @@ pub(crate) async fn tasks_of(
     context_id: &str,
 ) -> Result<Vec<Task>, ClientError> {
     let upstream = resolve(s, agent, owner).await?;
-    if upstream.version() == ProtocolVersion::V1 {
+    if upstream.client.supports(Operation::ListTasks) {
         let page = upstream
             .client
             .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY, true)
@@ -274,7 +281,7 @@ async fn visible_threads(
     let upstream = resolve(s, agent, &caller.name)
         .await
         .map_err(|e| RequestError::from(&e))?;
-    if upstream.version() != ProtocolVersion::V1 {
+    if !upstream.client.supports(Operation::ListTasks) {
         let threads = from_bindings(s, agent, caller, &upstream).await?;
         return Ok((threads, SOURCE_BINDINGS));
     }
@@ -391,4 +398,37 @@ fn page(items: Vec<Value>, source: &str, q: &ListQuery) -> Result<Value, Request
         body["nextPageToken"] = json!((offset + size).to_string());
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::model::ProtocolVersion;
+
+    /// A thread's `pendingInterrupts` is the state's `/a2a/pendingInterrupts` under the
+    /// same name (one constant, `state::layout`), and the OpenAPI describes it by that name.
+    #[test]
+    fn the_detail_lists_the_state_pending_interrupts_under_their_name() {
+        let raw: Value = serde_json::from_str(include_str!(
+            "../../fixtures/a2a/v1/get-input-required.json"
+        ))
+        .unwrap();
+        let task = ProtocolVersion::V1
+            .decode_task(&raw["result"].to_string())
+            .unwrap();
+        let context_id = task.context_id.clone().unwrap();
+        let limits = crate::config::Limits::default();
+        let body = detail_body(&limits, "t", &context_id, &mut [task]).unwrap();
+        let in_state: Vec<&Value> = body["state"][layout::A2A][layout::PENDING_INTERRUPTS]
+            .as_object()
+            .unwrap()
+            .values()
+            .collect();
+        assert_eq!(in_state.len(), 1, "{body}");
+        assert_eq!(body[layout::PENDING_INTERRUPTS], json!(in_state));
+        let spec: Value = serde_json::from_str(super::super::OPENAPI).unwrap();
+        let detail = &spec["paths"]["/agents/{name}/threads/{threadId}"]["get"]["responses"]["200"]
+            ["content"]["application/json"]["schema"]["allOf"][1]["properties"];
+        assert!(detail.get(layout::PENDING_INTERRUPTS).is_some(), "{detail}");
+    }
 }
