@@ -798,11 +798,11 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         .unwrap()
         .to_owned();
     let client = |version| {
-        let endpoint = Endpoint {
-            url: upstream("both").parse().unwrap(),
+        let endpoint = Endpoint::json_rpc(
+            upstream("both").parse().unwrap(),
             version,
-            headers: Default::default(),
-        };
+            Default::default(),
+        );
         Client::new(
             reqwest::Client::new(),
             endpoint,
