@@ -808,12 +808,12 @@ fn decode_data(
         return decode_frame(version, data);
     }
     match rest::decode_frame(data) {
-        rest::Frame::Event(event) => Ok(event),
-        rest::Frame::Error(e) => Err(ClientError::Rpc(e)),
-        rest::Frame::OtherError => Err(ClientError::Unavailable(
+        Ok(event) => Ok(event),
+        Err(rest::FrameError::A2a(e)) => Err(ClientError::Rpc(e)),
+        Err(rest::FrameError::Other) => Err(ClientError::Unavailable(
             "the upstream ended the stream with an error that names no A2A error".into(),
         )),
-        rest::Frame::Invalid => Err(not_a2a(data)),
+        Err(rest::FrameError::Invalid) => Err(not_a2a(data)),
     }
 }
 

@@ -186,35 +186,35 @@ pub fn error_of(http_status: u16, body: &[u8]) -> Option<RpcError> {
     parsed.error.rpc_error(Some(http_status))
 }
 
-/// What one HTTP+JSON stream frame (or a plain-JSON answer to a streaming call) holds.
+/// An HTTP+JSON stream frame (or plain-JSON answer to a streaming call) that is no event.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Frame {
-    Event(StreamEvent),
+pub enum FrameError {
     /// An `{"error": …}` frame that names an A2A error.
-    Error(RpcError),
+    A2a(RpcError),
     /// An `{"error": …}` frame that does not.
-    OtherError,
+    Other,
     /// Not JSON.
     Invalid,
 }
 
-/// Decodes one frame's data.
-pub fn decode_frame(data: &str) -> Frame {
+/// Decodes one frame's data: its event (unknown members: `StreamEvent::Unknown`), or why
+/// it is none.
+pub fn decode_frame(data: &str) -> Result<StreamEvent, FrameError> {
     match wire_v1::decode_bare(data) {
-        Some(Ok(event)) => Frame::Event(event),
+        Some(Ok(event)) => Ok(event),
         Some(Err(error)) => match serde_json::from_str::<Status>(error) {
             Ok(status) => {
                 let http = status.code.and_then(|c| u16::try_from(c).ok());
-                status
+                Err(status
                     .rpc_error(http)
-                    .map_or(Frame::OtherError, Frame::Error)
+                    .map_or(FrameError::Other, FrameError::A2a))
             }
-            Err(_) => Frame::OtherError,
+            Err(_) => Err(FrameError::Other),
         },
         None if serde_json::from_str::<serde::de::IgnoredAny>(data).is_ok() => {
-            Frame::Event(wire_v1::decode_event(data))
+            Ok(wire_v1::decode_event(data))
         }
-        None => Frame::Invalid,
+        None => Err(FrameError::Invalid),
     }
 }
 
@@ -435,28 +435,28 @@ mod tests {
         let status = r#"{"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}}"#;
         assert!(matches!(
             decode_frame(status),
-            Frame::Event(StreamEvent::StatusUpdate(_))
+            Ok(StreamEvent::StatusUpdate(_))
         ));
         let error = r#"{"error": {"code": 400, "status": "FAILED_PRECONDITION", "message": "gone",
             "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "UNSUPPORTED_OPERATION"}]}}"#;
         assert_eq!(
             decode_frame(error),
-            Frame::Error(RpcError {
+            Err(FrameError::A2a(RpcError {
                 code: rpc_code::UNSUPPORTED_OPERATION,
                 message: "gone".into(),
                 data: None
-            })
+            }))
         );
         assert_eq!(
             decode_frame(r#"{"error": {"code": 503, "message": "x"}}"#),
-            Frame::OtherError
+            Err(FrameError::Other)
         );
-        assert_eq!(decode_frame(r#"{"error": "x"}"#), Frame::OtherError);
+        assert_eq!(decode_frame(r#"{"error": "x"}"#), Err(FrameError::Other));
         assert!(matches!(
             decode_frame(r#"{"novel": 1}"#),
-            Frame::Event(StreamEvent::Unknown(_))
+            Ok(StreamEvent::Unknown(_))
         ));
-        assert_eq!(decode_frame("not json"), Frame::Invalid);
+        assert_eq!(decode_frame("not json"), Err(FrameError::Invalid));
     }
 
     /// Every recorded 1.0 JSON-RPC stream decodes the same without its envelope.
@@ -476,7 +476,7 @@ mod tests {
                 line.trim(),
             )
             .unwrap();
-            assert_eq!(decode_frame(&bare), Frame::Event(rpc));
+            assert_eq!(decode_frame(&bare), Ok(rpc));
             n += 1;
         }
         assert!(n > 2);
