@@ -415,6 +415,72 @@ impl Registry {
 mod tests {
     use super::*;
 
+    /// An agent whose card resolved to `binding`, `version` and `tenant`.
+    fn resolved_agent(
+        binding: card::Binding,
+        version: ProtocolVersion,
+        tenant: Option<&str>,
+    ) -> Agent {
+        let settings = crate::config::settings(
+            Default::default(),
+            crate::config::Overrides {
+                agents: vec!["a=http://127.0.0.1:9/".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .agents
+        .remove(0);
+        let card: AgentCard =
+            serde_json::from_str(include_str!("../fixtures/a2a/agent-card.json")).unwrap();
+        let endpoint = Endpoint {
+            url: "http://user:pw@127.0.0.1:9/rest".parse().unwrap(),
+            version,
+            binding,
+            tenant: tenant.map(str::to_owned),
+            headers: Default::default(),
+        };
+        let client = Client::new(reqwest::Client::new(), endpoint, 1024, REFRESH_INTERVAL);
+        Agent {
+            settings,
+            resolved: RwLock::new(Some(Arc::new(Resolved {
+                card,
+                client,
+                streaming: true,
+            }))),
+            last_error: RwLock::new(None),
+            unusable: RwLock::new(None),
+        }
+    }
+
+    /// `openapi/openapi.json`'s `Agent` names every member `GET /agents` and
+    /// `GET /agents/{name}` answer with, and every binding the gateway speaks.
+    #[test]
+    fn the_openapi_agent_schema_keeps_up_with_the_answers() {
+        let spec: Value = serde_json::from_str(include_str!("../openapi/openapi.json")).unwrap();
+        let schema = &spec["components"]["schemas"]["Agent"];
+        for (binding, version) in card::SPOKEN {
+            let agent = resolved_agent(*binding, *version, Some("acme"));
+            let detail = agent.detail();
+            assert_eq!(detail["binding"], binding.as_str());
+            assert_eq!(detail["url"], "http://127.0.0.1:9/rest", "no userinfo");
+            assert_eq!(detail["tenant"], "acme");
+            for key in detail.as_object().unwrap().keys() {
+                assert!(schema["properties"][key].is_object(), "{key} undocumented");
+            }
+            for key in detail["card"].as_object().unwrap().keys() {
+                assert!(
+                    schema["properties"]["card"]["properties"][key].is_object(),
+                    "card.{key} undocumented"
+                );
+            }
+            let bindings = schema["properties"]["binding"]["enum"].as_array().unwrap();
+            assert!(bindings.contains(&json!(binding.as_str())), "{binding:?}");
+        }
+        let untenanted = resolved_agent(card::Binding::JsonRpc, ProtocolVersion::V1, None);
+        assert!(untenanted.summary().get("tenant").is_none());
+    }
+
     #[test]
     fn declared_extensions_the_gateway_understands_are_asked_for() {
         let card: AgentCard = serde_json::from_value(json!({"name": "k",
