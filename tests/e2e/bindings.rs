@@ -712,3 +712,32 @@ async fn http_json_upstreams_that_break_the_binding_end_in_run_errors() {
         seen.iter().map(|s| &s.path).collect::<Vec<_>>()
     );
 }
+
+/// On JSON-RPC the tenant is a request field of every 1.0 call (A2A 1.0 §4.4), here from
+/// `agents[].tenant`.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_rpc_calls_carry_the_tenant_as_a_request_field() {
+    use crate::fake::{task, update, Answer, Fake};
+    let up = Fake::start_responder(|method, _| match method {
+        "SendStreamingMessage" => Some(Answer::Frames(vec![
+            task("TASK_STATE_SUBMITTED", None),
+            update("TASK_STATE_COMPLETED", Some(("m1", "done"))),
+        ])),
+        _ => None,
+    })
+    .await;
+    let config = json!({"agents": [{"name": "t", "url": up.url, "tenant": "acme"}]});
+    let gw = Gateway::start(&config.to_string(), false).await;
+    let run = post_run(&gw.agent_url("t"), &run_input("tenant-rpc", "hi"), WITHIN).await;
+    assert_run_finished(&run);
+    assert_eq!(agent_view(&gw, "t").await["tenant"], "acme");
+    let calls: Vec<Value> = up
+        .requests()
+        .iter()
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect();
+    assert!(!calls.is_empty());
+    for call in calls {
+        assert_eq!(call["params"]["tenant"], "acme", "{call}");
+    }
+}
