@@ -1,13 +1,16 @@
-//! The A2A side: the version-neutral model, the two wire codecs, JSON-RPC framing, agent
-//! cards and the HTTP client. This is the only module of the gateway that knows how the
-//! versions are spelled on the wire; everything above it sees [`model`] types and asks
+//! The A2A side: the version-neutral model, the two wire codecs, the bindings (JSON-RPC
+//! framing here, HTTP+JSON in [`rest`]), their one error table ([`errors`]), agent cards and
+//! the HTTP client. This is the only module of the gateway that knows how the versions and
+//! bindings are spelled on the wire; everything above it sees [`model`] types and asks
 //! [`client::Client::supports`] for an operation rather than comparing versions (the demo
-//! agent, an A2A server, writes its own answers). See `docs/versions.md`.
+//! agent, an A2A server, writes its own answers). See `docs/versions.md`, `docs/bindings.md`.
 
 pub mod card;
 pub mod client;
 pub(crate) mod direct;
+pub mod errors;
 pub mod model;
+pub mod rest;
 pub mod sse;
 mod wire_v0_3;
 mod wire_v1;
@@ -23,17 +26,31 @@ use model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskP
 pub mod rpc_code {
     /// Invalid JSON was received.
     pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON sent is not a valid request.
+    pub const INVALID_REQUEST: i64 = -32600;
     /// The method does not exist.
     pub const METHOD_NOT_FOUND: i64 = -32601;
     /// Invalid method parameters.
     pub const INVALID_PARAMS: i64 = -32602;
+    /// An internal error of the server.
+    pub const INTERNAL_ERROR: i64 = -32603;
     /// `TaskNotFoundError`: the task id is unknown (or expired).
     pub const TASK_NOT_FOUND: i64 = -32001;
     /// `TaskNotCancelableError`: the task is in a state that cannot be canceled.
     pub const TASK_NOT_CANCELABLE: i64 = -32002;
+    /// `PushNotificationNotSupportedError`.
+    pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
     /// `UnsupportedOperationError`: a2a-sdk answers a message to, or a subscription on, a
     /// task in a terminal state with this code.
     pub const UNSUPPORTED_OPERATION: i64 = -32004;
+    /// `ContentTypeNotSupportedError`: a part's media type is not accepted.
+    pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+    /// `InvalidAgentResponseError`: the agent produced a non-conformant response.
+    pub const INVALID_AGENT_RESPONSE: i64 = -32006;
+    /// `ExtendedAgentCardNotConfiguredError`.
+    pub const EXTENDED_AGENT_CARD_NOT_CONFIGURED: i64 = -32007;
+    /// `ExtensionSupportRequiredError` (1.0): a required extension was not activated.
+    pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
     /// `VersionNotSupportedError` (1.0): the `A2A-Version` header does not match.
     pub const VERSION_NOT_SUPPORTED: i64 = -32009;
     /// The codes JSON-RPC 2.0 reserves for predefined and implementation errors (§5.1);

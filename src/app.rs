@@ -58,7 +58,6 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         settings.agents.push(AgentSettings {
             name: "demo".into(),
             url: url::Url::parse(&base).expect("a loopback URL"),
-            protocol: None,
             context_ids: ContextIds::Server,
             cancel_on_disconnect: false,
             headers: Default::default(),
@@ -66,6 +65,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             forward_identity: None,
             forward: Vec::new(),
             force_extensions: false,
+            pins: Default::default(),
         });
     }
     let bindings = match &settings.binding_store {

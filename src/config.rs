@@ -19,6 +19,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use url::Url;
 
+use crate::a2a::card::{self, Binding, Pins};
 use crate::a2a::model::ProtocolVersion;
 
 pub(crate) mod inbound;
@@ -197,6 +198,38 @@ pub struct AgentConfig {
     /// Activate the gateway's extensions even when the card does not declare them.
     #[serde(default)]
     pub force_extensions: bool,
+    /// The A2A binding (docs/bindings.md): the card's order, or a pin.
+    #[serde(default)]
+    pub binding: BindingChoice,
+    /// The tenant sent on every call, in place of the selected interface's.
+    #[serde(default)]
+    pub tenant: Option<String>,
+}
+
+/// `binding`: the first interface of the card the gateway speaks, or a pin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum BindingChoice {
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    #[serde(rename = "jsonrpc")]
+    JsonRpc,
+    #[serde(rename = "http+json")]
+    HttpJson,
+    #[serde(rename = "grpc")]
+    Grpc,
+}
+
+impl BindingChoice {
+    /// The pinned binding, if any.
+    pub fn pinned(self) -> Option<Binding> {
+        match self {
+            Self::Auto => None,
+            Self::JsonRpc => Some(Binding::JsonRpc),
+            Self::HttpJson => Some(Binding::HttpJson),
+            Self::Grpc => Some(Binding::Grpc),
+        }
+    }
 }
 
 /// One cue of the forwarding lane (`forward: [...]`, docs/design.md#5-run-options;
@@ -382,7 +415,6 @@ pub struct AgentSettings {
     pub name: String,
     /// The configured URL: base URL or card URL.
     pub url: Url,
-    pub protocol: Option<ProtocolVersion>,
     pub context_ids: ContextIds,
     pub cancel_on_disconnect: bool,
     pub headers: HeaderMap,
@@ -393,6 +425,8 @@ pub struct AgentSettings {
     pub forward: Vec<ForwardCue>,
     /// `force_extensions`.
     pub force_extensions: bool,
+    /// `binding`, `protocol` and `tenant`: what the card's selection must respect.
+    pub pins: Pins,
 }
 
 /// The validated configuration the gateway runs with.
@@ -600,6 +634,27 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
             &headers,
         )),
     };
+    let binding = a.binding.pinned();
+    if let Some(b) = binding.filter(|b| !card::speaks(*b)) {
+        problems.push(err(
+            format!("{key}.binding"),
+            format!(
+                "the gateway does not speak {} yet (it speaks {})",
+                b.as_str(),
+                card::spoken()
+            ),
+        ));
+    }
+    // A tenant is an HTTP+JSON path segment: `.` and `..` cannot be one.
+    if a.tenant
+        .as_deref()
+        .is_some_and(|t| t.bytes().all(|b| b == b'.'))
+    {
+        problems.push(err(
+            format!("{key}.tenant"),
+            "must not be empty or only dots",
+        ));
+    }
     let Some(url) = url else {
         return Err(problems.into());
     };
@@ -607,7 +662,6 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
     Ok(AgentSettings {
         name: a.name.clone(),
         url,
-        protocol: a.protocol.pinned(),
         context_ids: a.context_ids,
         cancel_on_disconnect: a.cancel_on_disconnect,
         headers,
@@ -615,6 +669,11 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
         forward_identity,
         forward: a.forward.clone(),
         force_extensions: a.force_extensions,
+        pins: Pins {
+            version: a.protocol.pinned(),
+            binding,
+            tenant: a.tenant.clone(),
+        },
     })
 }
 
@@ -755,6 +814,8 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             forward_identity: None,
             forward: Vec::new(),
             force_extensions: false,
+            binding: BindingChoice::Auto,
+            tenant: None,
         };
         // A flag replaces a file agent of the same name.
         let parsed = agent_settings(agents.len(), &cfg).map_err(|errors| {
@@ -987,6 +1048,38 @@ mod tests {
             settings(zero, Overrides::default()).unwrap_err()[0].key,
             "timeouts.idle"
         );
+    }
+
+    /// `binding` and `tenant` (docs/bindings.md): pins the selection respects; a binding
+    /// the gateway does not speak yet and a tenant that cannot be a path segment are refused.
+    #[test]
+    fn binding_and_tenant_pin_the_selection() {
+        let file = yaml(
+            "agents: [{name: a, url: 'http://x', binding: http+json, tenant: acme, protocol: '1.0'}, \
+             {name: b, url: 'http://x'}]",
+        )
+        .unwrap();
+        let s = settings(file, Overrides::default()).unwrap();
+        assert_eq!(
+            s.agents[0].pins,
+            Pins {
+                version: Some(ProtocolVersion::V1),
+                binding: Some(Binding::HttpJson),
+                tenant: Some("acme".into()),
+            }
+        );
+        assert_eq!(s.agents[1].pins, Pins::default());
+        let refused =
+            yaml("agents: [{name: a, url: 'http://x', binding: grpc, tenant: '..'}]").unwrap();
+        let errors = settings(refused, Overrides::default()).unwrap_err();
+        let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["agents[0].binding", "agents[0].tenant"]);
+        assert!(
+            errors[0].message.contains("JSONRPC"),
+            "{}",
+            errors[0].message
+        );
+        assert!(yaml("agents: [{name: a, url: 'http://x', binding: soap}]").is_err());
     }
 
     #[test]

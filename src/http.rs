@@ -217,7 +217,9 @@ async fn get_agent(AgentRef(agent): AgentRef) -> Json<serde_json::Value> {
 }
 
 /// Ready when every agent's card was read and the binding store answers; otherwise 503
-/// naming what is not: `{"status": "not_ready", "agents": [...], "bindingStore": {...}}`.
+/// naming what is not: `{"status": "not_ready", "agents": [...], "reasons"?: {...},
+/// "bindingStore"?: {...}}`. `reasons` says, by agent, what a card that was read offered
+/// when the gateway speaks none of it (nothing else: this route is open to anyone).
 async fn readyz(State(s): State<AppState>) -> Response {
     let not_ready = s.registry.not_ready();
     let store = s.bindings.check().await;
@@ -225,6 +227,10 @@ async fn readyz(State(s): State<AppState>) -> Response {
         Json(json!({"status": "ready"})).into_response()
     } else {
         let mut body = json!({"status": "not_ready", "agents": not_ready});
+        let reasons = s.registry.unusable();
+        if !reasons.is_empty() {
+            body["reasons"] = json!(reasons);
+        }
         if let Err(store) = store {
             body["bindingStore"] = store;
         }

@@ -40,6 +40,7 @@ struct ErrorLabels {
 struct UpstreamLabels {
     agent: String,
     method: &'static str,
+    binding: &'static str,
     result: &'static str,
 }
 
@@ -138,7 +139,7 @@ impl Metrics {
         let upstream_requests = registered(
             &mut registry,
             "agui_gateway_upstream_requests",
-            "A2A calls, by agent, JSON-RPC method and result.",
+            "A2A calls, by agent, A2A method, binding and result.",
             Family::default(),
         );
         let time_to_first_event: SecondsHistogram = registered(
@@ -263,12 +264,20 @@ impl Metrics {
             .inc_by(n as u64);
     }
 
-    /// One A2A call ended.
-    pub(crate) fn upstream_call(&self, agent: &str, method: &'static str, ok: bool) {
+    /// One A2A call ended: `method` the A2A method name, `binding` the card's spelling of
+    /// the binding that carried it (`JSONRPC`, `HTTP+JSON`).
+    pub(crate) fn upstream_call(
+        &self,
+        agent: &str,
+        method: &'static str,
+        binding: &'static str,
+        ok: bool,
+    ) {
         self.upstream_requests
             .get_or_create(&UpstreamLabels {
                 agent: agent.to_owned(),
                 method,
+                binding,
                 result: if ok { "ok" } else { "error" },
             })
             .inc();
@@ -324,7 +333,7 @@ mod tests {
             Some("a2a_task_failed"),
             Duration::from_millis(30),
         );
-        m.upstream_call("ref", "SendStreamingMessage", true);
+        m.upstream_call("ref", "SendStreamingMessage", "HTTP+JSON", true);
         m.first_event("ref", Duration::from_millis(3));
         m.events_sent("ref", 5);
         m.rate_limited();
@@ -333,7 +342,7 @@ mod tests {
             r#"agui_gateway_runs_total{agent="ref",outcome="error"} 1"#,
             r#"agui_gateway_run_errors_total{agent="ref",code="a2a_task_failed"} 1"#,
             r#"agui_gateway_open_streams{agent="ref"} 1"#,
-            r#"agui_gateway_upstream_requests_total{agent="ref",method="SendStreamingMessage",result="ok"} 1"#,
+            r#"agui_gateway_upstream_requests_total{agent="ref",method="SendStreamingMessage",binding="HTTP+JSON",result="ok"} 1"#,
             r#"agui_gateway_time_to_first_event_seconds_count{agent="ref"} 1"#,
             r#"agui_gateway_run_duration_seconds_count{agent="ref"} 1"#,
             r#"agui_gateway_events_total{agent="ref"} 5"#,

@@ -92,6 +92,27 @@ pub struct Agent {
     pub settings: AgentSettings,
     resolved: RwLock<Option<Arc<Resolved>>>,
     last_error: RwLock<Option<String>>,
+    /// Why the card read last offers nothing the gateway can call (for `/readyz`).
+    unusable: RwLock<Option<String>>,
+}
+
+/// Why a card read gave no resolution.
+#[derive(Debug)]
+struct Unready {
+    /// For logs and `GET /agents` (`error`).
+    detail: String,
+    /// For `/readyz`, which anyone may read: only what the (public) card offered, when it
+    /// was read and offers no interface the gateway speaks.
+    unusable: Option<String>,
+}
+
+impl From<String> for Unready {
+    fn from(detail: String) -> Self {
+        Self {
+            detail,
+            unusable: None,
+        }
+    }
 }
 
 impl Agent {
@@ -106,6 +127,11 @@ impl Agent {
         if let Some(r) = self.resolved() {
             v["description"] = json!(r.card.description);
             v["protocolVersion"] = json!(r.version().as_str());
+            v["binding"] = json!(r.client.binding().as_str());
+            v["url"] = json!(r.client.endpoint_url());
+            if let Some(tenant) = r.client.tenant() {
+                v["tenant"] = json!(tenant);
+            }
             v["streaming"] = json!(r.streaming);
             v["skills"] = json!(r.card.skills);
         } else if let Some(e) = self.last_error.read().ok().and_then(|e| e.clone()) {
@@ -167,6 +193,7 @@ impl Registry {
                     settings: s,
                     resolved: RwLock::new(None),
                     last_error: RwLock::new(None),
+                    unusable: RwLock::new(None),
                 };
                 (agent.settings.name.clone(), Arc::new(agent))
             })
@@ -212,6 +239,19 @@ impl Registry {
             .collect()
     }
 
+    /// Why agents whose card was read cannot be called: what their card offered, by name
+    /// (for `/readyz`).
+    pub fn unusable(&self) -> BTreeMap<String, String> {
+        self.agents
+            .values()
+            .filter(|a| a.resolved().is_none())
+            .filter_map(|a| {
+                let reason = a.unusable.read().ok()?.clone()?;
+                Some((a.settings.name.clone(), reason))
+            })
+            .collect()
+    }
+
     /// The agent's resolution, reading the card now if it never was.
     pub async fn resolve(&self, agent: &Agent) -> Result<Arc<Resolved>, String> {
         match agent.resolved() {
@@ -236,17 +276,24 @@ impl Registry {
     /// Reads the agent's card and updates its resolution.
     pub async fn refresh(&self, agent: &Agent) -> Result<Arc<Resolved>, String> {
         let result = self.fetch(&agent.settings).await;
+        if let Ok(mut slot) = agent.unusable.write() {
+            *slot = result.as_ref().err().and_then(|e| e.unusable.clone());
+        }
+        let result = result.map_err(|e| e.detail);
         match &result {
             Ok(r) => {
                 let before = agent.resolved();
                 let changed = before.is_none_or(|b| {
                     b.client.endpoint_url() != r.client.endpoint_url()
                         || b.version() != r.version()
+                        || b.client.binding() != r.client.binding()
+                        || b.client.tenant() != r.client.tenant()
                         || b.streaming != r.streaming
                 });
                 if changed {
                     tracing::info!(agent = %agent.settings.name, endpoint = %r.client.endpoint_url(),
-                        version = r.version().as_str(), streaming = r.streaming, "agent card read");
+                        binding = r.client.binding().as_str(), version = r.version().as_str(),
+                        streaming = r.streaming, "agent card read");
                 }
                 if let Ok(mut slot) = agent.resolved.write() {
                     *slot = Some(r.clone());
@@ -265,7 +312,7 @@ impl Registry {
         result
     }
 
-    async fn fetch(&self, s: &AgentSettings) -> Result<Arc<Resolved>, String> {
+    async fn fetch(&self, s: &AgentSettings) -> Result<Arc<Resolved>, Unready> {
         let mut errors = Vec::new();
         for url in card::card_urls(&s.url) {
             let shown = crate::redact::url(&url);
@@ -301,12 +348,17 @@ impl Registry {
             } else {
                 s.url.clone()
             };
-            let selection = card.select(s.protocol, &s.url, &fallback).ok_or_else(|| {
-                format!("{shown}: the card offers no JSON-RPC interface of A2A 1.0 or 0.3")
-            })?;
+            let selection = card
+                .select(&s.pins, &s.url, &fallback)
+                .map_err(|reason| Unready {
+                    detail: format!("{shown}: {reason}"),
+                    unusable: Some(reason),
+                })?;
             let endpoint = Endpoint {
                 url: selection.url,
                 version: selection.version,
+                binding: selection.binding,
+                tenant: selection.tenant,
                 headers: s.headers.clone(),
             };
             let client = Client::new(
@@ -323,8 +375,9 @@ impl Registry {
             let client = match &self.metrics {
                 Some(metrics) => {
                     let (metrics, agent) = (metrics.clone(), s.name.clone());
+                    let binding = selection.binding.as_str();
                     client.observed(crate::a2a::client::CallHook(Arc::new(move |method, ok| {
-                        metrics.upstream_call(&agent, method, ok)
+                        metrics.upstream_call(&agent, method, binding, ok)
                     })))
                 }
                 None => client,
@@ -336,7 +389,7 @@ impl Registry {
                 streaming,
             }));
         }
-        Err(errors.join("; "))
+        Err(errors.join("; ").into())
     }
 
     /// Reads every card now, then keeps them fresh in the background.
@@ -361,6 +414,72 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent whose card resolved to `binding`, `version` and `tenant`.
+    fn resolved_agent(
+        binding: card::Binding,
+        version: ProtocolVersion,
+        tenant: Option<&str>,
+    ) -> Agent {
+        let settings = crate::config::settings(
+            Default::default(),
+            crate::config::Overrides {
+                agents: vec!["a=http://127.0.0.1:9/".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .agents
+        .remove(0);
+        let card: AgentCard =
+            serde_json::from_str(include_str!("../fixtures/a2a/agent-card.json")).unwrap();
+        let endpoint = Endpoint {
+            url: "http://user:pw@127.0.0.1:9/rest".parse().unwrap(),
+            version,
+            binding,
+            tenant: tenant.map(str::to_owned),
+            headers: Default::default(),
+        };
+        let client = Client::new(reqwest::Client::new(), endpoint, 1024, REFRESH_INTERVAL);
+        Agent {
+            settings,
+            resolved: RwLock::new(Some(Arc::new(Resolved {
+                card,
+                client,
+                streaming: true,
+            }))),
+            last_error: RwLock::new(None),
+            unusable: RwLock::new(None),
+        }
+    }
+
+    /// `openapi/openapi.json`'s `Agent` names every member `GET /agents` and
+    /// `GET /agents/{name}` answer with, and every binding the gateway speaks.
+    #[test]
+    fn the_openapi_agent_schema_keeps_up_with_the_answers() {
+        let spec: Value = serde_json::from_str(include_str!("../openapi/openapi.json")).unwrap();
+        let schema = &spec["components"]["schemas"]["Agent"];
+        for (binding, version) in card::SPOKEN {
+            let agent = resolved_agent(*binding, *version, Some("acme"));
+            let detail = agent.detail();
+            assert_eq!(detail["binding"], binding.as_str());
+            assert_eq!(detail["url"], "http://127.0.0.1:9/rest", "no userinfo");
+            assert_eq!(detail["tenant"], "acme");
+            for key in detail.as_object().unwrap().keys() {
+                assert!(schema["properties"][key].is_object(), "{key} undocumented");
+            }
+            for key in detail["card"].as_object().unwrap().keys() {
+                assert!(
+                    schema["properties"]["card"]["properties"][key].is_object(),
+                    "card.{key} undocumented"
+                );
+            }
+            let bindings = schema["properties"]["binding"]["enum"].as_array().unwrap();
+            assert!(bindings.contains(&json!(binding.as_str())), "{binding:?}");
+        }
+        let untenanted = resolved_agent(card::Binding::JsonRpc, ProtocolVersion::V1, None);
+        assert!(untenanted.summary().get("tenant").is_none());
+    }
 
     #[test]
     fn declared_extensions_the_gateway_understands_are_asked_for() {

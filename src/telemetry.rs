@@ -139,12 +139,19 @@ impl RunTrace {
     }
 
     /// Starts an upstream call's span: the call's `traceparent` header and its span.
-    pub(crate) fn call(&self, method: &'static str) -> (HeaderMap, CallTrace) {
+    pub(crate) fn call(
+        &self,
+        method: &'static str,
+        binding: &'static str,
+    ) -> (HeaderMap, CallTrace) {
         let span = self
             .tracer
             .span_builder(CALL_SPAN)
             .with_kind(SpanKind::Client)
-            .with_attributes([KeyValue::new("a2a.method", method)])
+            .with_attributes([
+                KeyValue::new("a2a.method", method),
+                KeyValue::new("a2a.binding", binding),
+            ])
             .start_with_context(&self.tracer, &self.cx);
         let cx = self.cx.with_span(span);
         let mut headers = HeaderMap::new();

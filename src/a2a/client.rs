@@ -1,4 +1,7 @@
-//! The A2A JSON-RPC client: one [`Client`] per upstream endpoint, both protocol versions.
+//! The A2A client: one [`Client`] per upstream endpoint, both protocol versions, the
+//! JSON-RPC and HTTP+JSON bindings ([`super::rest`]); every caller (runs, thread reads,
+//! CopilotKit connect and stop, cancels) calls the same operations whichever binding the
+//! card selected, and gets the same model and the same errors back ([`super::errors`]).
 //!
 //! Lenient where upstreams are sloppy (docs/design.md#6-projection-a2a-to-ag-ui): a streaming call
 //! may be answered with
@@ -12,7 +15,9 @@
 //! are bounded by `timeouts.upstream_call` (the first event of a new message stream is the
 //! caller's `first_event`; the time between events its `idle`); bodies are read with a size
 //! bound; an upstream's response body is never echoed (errors carry a status and a short
-//! reason of our own); URLs in messages lose their userinfo ([`crate::redact`]).
+//! reason of our own, or the A2A error an HTTP+JSON error body names, read within
+//! [`MAX_ERROR_BODY`] and `timeouts.upstream_call`); URLs in messages lose their userinfo
+//! ([`crate::redact`]).
 //!
 //! Transport: every call is built by reqwest; unary calls and `https://` streams are sent by
 //! it, streams from `http://` upstreams by `a2a::direct` (read in the caller's task; see
@@ -26,9 +31,10 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 
+use super::card::Binding;
 use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
 use super::sse::{self, SseError};
-use super::{parse_envelope, request_body, Operation, RpcReply};
+use super::{parse_envelope, request_body, rest, Operation, RpcReply};
 
 /// `A2A-Version` (A2A 1.0 §3.6), on every 1.0 call.
 const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
@@ -44,6 +50,10 @@ pub(crate) fn owned_headers() -> impl Iterator<Item = HeaderName> {
         .chain(ProtocolVersion::ALL.map(ProtocolVersion::extensions_header))
         .chain(crate::telemetry::TRACE_HEADERS)
 }
+
+/// The most of an HTTP+JSON error body read to learn which A2A error it names (a
+/// `google.rpc.Status` is small; past this the status alone is reported).
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// Why a call to the upstream did not give a usable answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -84,11 +94,28 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ClientError
 pub struct Endpoint {
     pub url: url::Url,
     pub version: ProtocolVersion,
+    pub binding: Binding,
+    /// Sent on every 1.0 call (A2A 1.0 §4.4): the HTTP+JSON path segment, the JSON-RPC
+    /// request field.
+    pub tenant: Option<String>,
     /// Static headers from config (already resolved from their references).
     pub headers: HeaderMap,
 }
 
-/// A JSON-RPC client for one endpoint.
+impl Endpoint {
+    /// A JSON-RPC endpoint without a tenant.
+    pub fn json_rpc(url: url::Url, version: ProtocolVersion, headers: HeaderMap) -> Self {
+        Self {
+            url,
+            version,
+            binding: Binding::JsonRpc,
+            tenant: None,
+            headers,
+        }
+    }
+}
+
+/// An A2A client for one endpoint.
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -124,7 +151,8 @@ impl Drop for StreamReport {
     }
 }
 
-/// A function told of each JSON-RPC call: its method and whether it succeeded.
+/// A function told of each A2A call: its method (the A2A method name, whichever binding
+/// carried it) and whether it succeeded.
 #[derive(Clone)]
 pub struct CallHook(pub std::sync::Arc<dyn Fn(&'static str, bool) + Send + Sync>);
 
@@ -190,7 +218,7 @@ impl Client {
         client
     }
 
-    /// The JSON-RPC endpoint URL in use, without userinfo (for display).
+    /// The endpoint URL in use (the interface URL), without userinfo (for display).
     pub fn endpoint_url(&self) -> String {
         crate::redact::url(&self.endpoint.url)
     }
@@ -206,6 +234,16 @@ impl Client {
         self.endpoint.version.method(op).is_some()
     }
 
+    /// The endpoint's binding.
+    pub fn binding(&self) -> Binding {
+        self.endpoint.binding
+    }
+
+    /// The tenant sent on every call, if any.
+    pub fn tenant(&self) -> Option<&str> {
+        self.endpoint.tenant.as_deref()
+    }
+
     fn method(&self, op: Operation, name: &'static str) -> Result<&'static str, ClientError> {
         self.endpoint
             .version
@@ -216,18 +254,60 @@ impl Client {
             ))
     }
 
-    /// Posts one JSON-RPC call. `Call::Unary(t)` bounds the whole exchange by `t`;
+    /// Sends one call. `Call::Unary(t)` bounds the whole exchange by `t`;
     /// `Call::Stream(Some(t))` bounds the response head only (events are the caller's).
-    async fn post(
+    async fn send(
         &self,
+        op: Operation,
         method: &'static str,
         params: serde_json::Value,
         call: Call,
     ) -> Result<reqwest::Response, ClientError> {
-        self.call_traced(method, |headers| {
-            self.send_post(method, params, call, headers)
-        })
-        .await
+        let wire = self.wire(op, method, params)?;
+        self.call_traced(method, |headers| self.send_wire(wire, call, headers))
+            .await
+    }
+
+    /// The request of `op` with `params` as the endpoint's binding spells it, the tenant
+    /// in it (A2A 1.0 §4.4: a request field, the HTTP+JSON path segment; 0.3 has none).
+    fn wire(
+        &self,
+        op: Operation,
+        method: &'static str,
+        mut params: serde_json::Value,
+    ) -> Result<rest::Request, ClientError> {
+        if let (Some(tenant), ProtocolVersion::V1) = (&self.endpoint.tenant, self.endpoint.version)
+        {
+            params["tenant"] = serde_json::Value::from(tenant.as_str());
+        }
+        match self.endpoint.binding {
+            Binding::JsonRpc => Ok(rest::Request {
+                method: reqwest::Method::POST,
+                url: self.endpoint.url.clone(),
+                body: Some(request_body(
+                    NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                    method,
+                    params,
+                )),
+            }),
+            Binding::HttpJson => {
+                rest::request(&self.endpoint.url, op, params).map_err(|e| match e {
+                    // No task can have that id on this upstream.
+                    rest::Unaddressable::TaskId => ClientError::Rpc(RpcError {
+                        code: super::rpc_code::TASK_NOT_FOUND,
+                        message: "the task id cannot be an HTTP+JSON path segment".into(),
+                        data: None,
+                    }),
+                    rest::Unaddressable::Tenant => ClientError::Invalid(
+                        "the tenant cannot be an HTTP+JSON path segment".into(),
+                    ),
+                })
+            }
+            Binding::Grpc => Err(ClientError::Unsupported(
+                "the GRPC binding",
+                "1.0 in this build",
+            )),
+        }
     }
 
     /// docs/design.md#10-observability: a span per upstream call around `send(headers)`, its
@@ -244,63 +324,79 @@ impl Client {
         let Some(trace) = &self.trace else {
             return send(HeaderMap::new()).await;
         };
-        let (headers, span) = trace.call(method);
+        let (headers, span) = trace.call(method, self.endpoint.binding.as_str());
         let result = send(headers).await;
         span.end(result.is_ok());
         result
     }
 
-    async fn send_post(
+    async fn send_wire(
         &self,
-        method: &'static str,
-        params: serde_json::Value,
+        wire: rest::Request,
         call: Call,
         trace_headers: HeaderMap,
     ) -> Result<reqwest::Response, ClientError> {
-        let (req, head_timeout) = self.build_post(method, params, call, trace_headers);
+        let (req, head_timeout) = self.build(wire, call, trace_headers);
         let resp = head_within(head_timeout, req.send())
             .await?
             .map_err(|e| failure(&e, head_timeout))?;
-        self.check_status(resp.status())?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let body = read_limited(resp, self.error_body_limit(), None);
+            return Err(self.refusal(status, async { body.await.ok() }).await);
+        }
         Ok(resp)
     }
 
-    /// A non-2xx status as an error. The body is not read, let alone shown: a status and
-    /// our own words only.
-    fn check_status(&self, status: reqwest::StatusCode) -> Result<(), ClientError> {
-        if status.is_success() {
-            return Ok(());
-        }
-        Err(ClientError::Unavailable(format!(
-            "HTTP {status} from {}",
-            self.endpoint_url()
-        )))
+    /// How much of an error body is read: [`MAX_ERROR_BODY`] within
+    /// `limits.max_event_bytes`.
+    fn error_body_limit(&self) -> usize {
+        MAX_ERROR_BODY.min(self.max_event_bytes)
     }
 
-    /// The POST of a JSON-RPC call, and the bound of its response head.
-    fn build_post(
+    /// A non-2xx answer as an error. JSON-RPC: its status and our own words (the body is
+    /// not read). HTTP+JSON: the A2A error its body names ([`rest::error_of`]), the body
+    /// read within [`Client::error_body_limit`] and `timeouts.upstream_call`; else the
+    /// status. The body is never shown.
+    async fn refusal(
         &self,
-        method: &'static str,
-        params: serde_json::Value,
+        status: reqwest::StatusCode,
+        body: impl std::future::Future<Output = Option<Vec<u8>>>,
+    ) -> ClientError {
+        if self.endpoint.binding == Binding::HttpJson {
+            if let Ok(Some(body)) = tokio::time::timeout(self.call_timeout, body).await {
+                if let Some(e) = rest::error_of(status.as_u16(), &body) {
+                    return ClientError::Rpc(e);
+                }
+            }
+        }
+        ClientError::Unavailable(format!("HTTP {status} from {}", self.endpoint_url()))
+    }
+
+    /// The HTTP request of a call, and the bound of its response head.
+    fn build(
+        &self,
+        wire: rest::Request,
         call: Call,
         trace_headers: HeaderMap,
     ) -> (reqwest::RequestBuilder, Option<Duration>) {
-        let streaming = matches!(call, Call::Stream(_));
-        let body = request_body(NEXT_ID.fetch_add(1, Ordering::Relaxed), method, params);
+        let accept = match (call, self.endpoint.binding) {
+            (Call::Stream(_), _) => "text/event-stream",
+            // A2A 1.0.1 prefers application/a2a+json; servers of 1.0.0 answer application/json.
+            (Call::Unary(_), Binding::HttpJson) => "application/a2a+json, application/json",
+            (Call::Unary(_), _) => "application/json",
+        };
         let mut req = self
             .http
-            .post(self.endpoint.url.clone())
+            .request(wire.method, wire.url)
             .headers(self.endpoint.headers.clone())
             .headers(trace_headers)
-            .header(
-                ACCEPT,
-                if streaming {
-                    "text/event-stream"
-                } else {
-                    "application/json"
-                },
-            )
-            .json(&body);
+            .header(ACCEPT, accept);
+        // Content-Type application/json: what every JSON-RPC server and both SDKs' HTTP+JSON
+        // routes accept (1.0.1's application/a2a+json is newer than some servers).
+        if let Some(body) = &wire.body {
+            req = req.json(body);
+        }
         // A2A 1.0 §3.6: the version header on every call; 0.3 servers expect none.
         if self.endpoint.version == ProtocolVersion::V1 {
             req = req.header(A2A_VERSION, HeaderValue::from_static("1.0"));
@@ -316,28 +412,36 @@ impl Client {
     }
 
     /// A unary call bounded by `timeout` (default `timeouts.upstream_call`): the result
-    /// text of a JSON-RPC response.
+    /// text (a JSON-RPC response's result, an HTTP+JSON response's body).
     async fn call(
         &self,
+        op: Operation,
         method: &'static str,
         params: serde_json::Value,
         timeout: Option<Duration>,
     ) -> Result<String, ClientError> {
-        let result = self.call_once(method, params, timeout).await;
+        let result = self.call_once(op, method, params, timeout).await;
         self.observe(method, result.is_ok());
         result
     }
 
     async fn call_once(
         &self,
+        op: Operation,
         method: &'static str,
         params: serde_json::Value,
         timeout: Option<Duration>,
     ) -> Result<String, ClientError> {
         let timeout = timeout.unwrap_or(self.call_timeout);
-        let resp = self.post(method, params, Call::Unary(timeout)).await?;
+        let resp = self.send(op, method, params, Call::Unary(timeout)).await?;
         let body = read_limited(resp, self.max_event_bytes, Some(timeout)).await?;
         let text = String::from_utf8_lossy(&body);
+        if self.endpoint.binding == Binding::HttpJson {
+            return match serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+                Ok(_) => Ok(text.into_owned()),
+                Err(_) => Err(not_a2a(&text)),
+            };
+        }
         match parse_envelope(&text) {
             Some(RpcReply::Result(r)) => Ok(r.to_owned()),
             Some(RpcReply::Error(e)) => Err(ClientError::Rpc(e)),
@@ -389,7 +493,7 @@ impl Client {
         let params = self.endpoint.version.send_params(msg, history_length);
         // The head may come with the first event: the caller's `first_event` bounds both.
         self.for_message(msg)
-            .open_stream(method, params, None)
+            .open_stream(Operation::Stream, method, params, None)
             .await
     }
 
@@ -398,8 +502,13 @@ impl Client {
     pub async fn subscribe(&self, task_id: &str) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Subscribe, "SubscribeToTask")?;
         let params = serde_json::json!({ "id": task_id });
-        self.open_stream(method, params, Some(self.call_timeout))
-            .await
+        self.open_stream(
+            Operation::Subscribe,
+            method,
+            params,
+            Some(self.call_timeout),
+        )
+        .await
     }
 
     /// `SendMessage` / `message/send` (blocking): a Task or a Message.
@@ -411,7 +520,10 @@ impl Client {
     ) -> Result<StreamEvent, ClientError> {
         let method = self.method(Operation::Send, "SendMessage")?;
         let params = self.endpoint.version.send_params(msg, history_length);
-        let result = self.for_message(msg).call(method, params, timeout).await?;
+        let result = self
+            .for_message(msg)
+            .call(Operation::Send, method, params, timeout)
+            .await?;
         Ok(self.endpoint.version.decode_event(&result))
     }
 
@@ -426,7 +538,7 @@ impl Client {
         if let Some(n) = history_length {
             params["historyLength"] = n.into();
         }
-        let result = self.call(method, params, None).await?;
+        let result = self.call(Operation::GetTask, method, params, None).await?;
         self.endpoint
             .version
             .decode_task(&result)
@@ -436,8 +548,9 @@ impl Client {
     /// `CancelTask` / `tasks/cancel`.
     pub async fn cancel_task(&self, task_id: &str) -> Result<Task, ClientError> {
         let method = self.method(Operation::CancelTask, "CancelTask")?;
+        let params = serde_json::json!({ "id": task_id });
         let result = self
-            .call(method, serde_json::json!({ "id": task_id }), None)
+            .call(Operation::CancelTask, method, params, None)
             .await?;
         self.endpoint
             .version
@@ -463,7 +576,9 @@ impl Client {
             history_length,
             include_artifacts,
         );
-        let result = self.call(method, params, None).await?;
+        let result = self
+            .call(Operation::ListTasks, method, params, None)
+            .await?;
         ProtocolVersion::decode_task_page(&result).ok_or_else(|| not_a("task page", &result))
     }
 
@@ -506,11 +621,14 @@ impl Client {
 
     async fn open_stream(
         &self,
+        op: Operation,
         method: &'static str,
         params: serde_json::Value,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
-        let opened = self.open_stream_once(method, params, head_timeout).await;
+        let opened = self
+            .open_stream_once(op, method, params, head_timeout)
+            .await;
         let Some(hook) = &self.on_call else {
             return opened;
         };
@@ -522,7 +640,7 @@ impl Client {
             }
         };
         // A stream is one call: told when it ends, failed if any of its items was an error
-        // (a JSON-RPC error frame, a broken stream).
+        // (an error frame, a broken stream).
         let mut report = StreamReport {
             hook: hook.clone(),
             method,
@@ -536,19 +654,22 @@ impl Client {
 
     async fn open_stream_once(
         &self,
+        op: Operation,
         method: &'static str,
         params: serde_json::Value,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
+        let wire = self.wire(op, method, params)?;
         if let Some(connect_timeout) = self.direct_streams {
             if self.endpoint.url.scheme() == "http" {
                 return self
-                    .open_direct_stream(method, params, head_timeout, connect_timeout)
+                    .open_direct_stream(method, wire, head_timeout, connect_timeout)
                     .await;
             }
         }
+        let call = Call::Stream(head_timeout);
         let resp = self
-            .post(method, params, Call::Stream(head_timeout))
+            .call_traced(method, |headers| self.send_wire(wire, call, headers))
             .await?;
         let content_type = resp.headers().get(CONTENT_TYPE);
         if !is_event_stream(content_type.and_then(|v| v.to_str().ok())) {
@@ -562,7 +683,11 @@ impl Client {
     /// back as plain JSON (a2a-sdk 1.3.0, transcripts §2.16, §3.11); a non-streaming server
     /// may also answer a single result.
     fn single_event(&self, body: &[u8]) -> Result<EventStream, ClientError> {
-        let event = decode_frame(self.endpoint.version, &String::from_utf8_lossy(body))?;
+        let event = decode_data(
+            self.endpoint.binding,
+            self.endpoint.version,
+            &String::from_utf8_lossy(body),
+        )?;
         Ok(Box::pin(futures::stream::iter([Ok(event)])))
     }
 
@@ -573,8 +698,8 @@ impl Client {
         S: Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
         E: std::fmt::Display + 'static,
     {
-        let version = self.endpoint.version;
-        let decode = move |_event: Option<&str>, data: &str| decode_frame(version, data);
+        let (binding, version) = (self.endpoint.binding, self.endpoint.version);
+        let decode = move |_event: Option<&str>, data: &str| decode_data(binding, version, data);
         let frames = sse::frames(body, self.max_event_bytes, decode);
         Box::pin(frames.map(|frame| match frame {
             Err(SseError::TooLarge { limit }) => Err(ClientError::EventTooLarge { limit }),
@@ -608,12 +733,11 @@ impl Client {
     async fn open_direct_stream(
         &self,
         method: &'static str,
-        params: serde_json::Value,
+        wire: rest::Request,
         head_timeout: Option<Duration>,
         connect_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
-        let send =
-            |headers| self.send_direct(method, params, head_timeout, connect_timeout, headers);
+        let send = |headers| self.send_direct(wire, head_timeout, connect_timeout, headers);
         let mut resp = self.call_traced(method, send).await?;
         if !is_event_stream(resp.content_type.as_deref()) {
             let limit = self.max_event_bytes;
@@ -638,14 +762,12 @@ impl Client {
     /// `head_timeout` when bounded.
     async fn send_direct(
         &self,
-        method: &'static str,
-        params: serde_json::Value,
+        wire: rest::Request,
         head_timeout: Option<Duration>,
         connect_timeout: Duration,
         trace_headers: HeaderMap,
     ) -> Result<super::direct::Response, ClientError> {
-        let (req, head_timeout) =
-            self.build_post(method, params, Call::Stream(head_timeout), trace_headers);
+        let (req, head_timeout) = self.build(wire, Call::Stream(head_timeout), trace_headers);
         let request = req
             .build()
             .map_err(|e| ClientError::Unavailable(describe(&e)))?;
@@ -655,7 +777,12 @@ impl Client {
             .map_err(|e| ClientError::Unavailable(format!("{e} ({})", self.endpoint_url())))?;
         let status = reqwest::StatusCode::from_u16(resp.status)
             .map_err(|_| ClientError::Invalid("a malformed HTTP status".into()))?;
-        self.check_status(status)?;
+        if !status.is_success() {
+            let mut resp = resp;
+            let limit = self.error_body_limit();
+            let body = async move { resp.body.read_to_end(limit).await.ok().flatten() };
+            return Err(self.refusal(status, body).await);
+        }
         Ok(resp)
     }
 }
@@ -689,6 +816,26 @@ pub async fn read_limited(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// One stream item (an SSE frame's data, or a plain JSON body answering a streaming call)
+/// as the binding spells it.
+fn decode_data(
+    binding: Binding,
+    version: ProtocolVersion,
+    data: &str,
+) -> Result<StreamEvent, ClientError> {
+    if binding != Binding::HttpJson {
+        return decode_frame(version, data);
+    }
+    match rest::decode_frame(data) {
+        Ok(event) => Ok(event),
+        Err(rest::FrameError::A2a(e)) => Err(ClientError::Rpc(e)),
+        Err(rest::FrameError::Other) => Err(ClientError::Unavailable(
+            "the upstream ended the stream with an error that names no A2A error".into(),
+        )),
+        Err(rest::FrameError::Invalid) => Err(not_a2a(data)),
+    }
 }
 
 /// One streamed JSON-RPC response (an SSE frame's data, or a plain JSON body answering a
@@ -740,6 +887,14 @@ fn not_jsonrpc(text: &str) -> ClientError {
     ))
 }
 
+/// An HTTP+JSON answer that is not JSON: described by its size, never echoed.
+fn not_a2a(text: &str) -> ClientError {
+    ClientError::Invalid(format!(
+        "the upstream answered {} bytes that are not A2A JSON",
+        text.len()
+    ))
+}
+
 /// A result that is not the expected A2A object: described, never echoed.
 fn not_a(what: &str, result: &str) -> ClientError {
     ClientError::Invalid(format!(
@@ -753,11 +908,11 @@ mod tests {
     use super::*;
 
     fn client(version: ProtocolVersion) -> Client {
-        let endpoint = Endpoint {
-            url: "http://127.0.0.1:9/".parse().unwrap(),
+        let endpoint = Endpoint::json_rpc(
+            "http://127.0.0.1:9/".parse().unwrap(),
             version,
-            headers: HeaderMap::new(),
-        };
+            HeaderMap::new(),
+        );
         Client::new(
             reqwest::Client::new(),
             endpoint,
@@ -803,13 +958,18 @@ mod tests {
         inbound.insert("tracestate", HeaderValue::from_static("vendor=value"));
         let run = traces.run(&inbound, "a", "t");
         let owned: Vec<HeaderName> = owned_headers().collect();
-        for version in ProtocolVersion::ALL {
+        let bindings = [
+            (ProtocolVersion::V1, Binding::JsonRpc),
+            (ProtocolVersion::V0_3, Binding::JsonRpc),
+            (ProtocolVersion::V1, Binding::HttpJson),
+        ];
+        for (version, binding) in bindings {
             let mut configured = HeaderMap::new();
             configured.insert("x-api-key", HeaderValue::from_static("k"));
             let endpoint = Endpoint {
-                url: "http://127.0.0.1:9/".parse().unwrap(),
-                version,
-                headers: configured,
+                binding,
+                tenant: Some("acme".into()),
+                ..Endpoint::json_rpc("http://127.0.0.1:9/".parse().unwrap(), version, configured)
             };
             let client = Client::new(
                 reqwest::Client::new(),
@@ -823,17 +983,18 @@ mod tests {
             )
             .with_extensions(&["urn:x".to_owned()])
             .traced(run.clone());
-            let (trace_headers, span) = run.call("m");
+            let (trace_headers, span) = run.call("m", binding.as_str());
             span.end(true);
             for call in [Call::Unary(Duration::from_secs(1)), Call::Stream(None)] {
-                let (req, _) =
-                    client.build_post("m", serde_json::json!({}), call, trace_headers.clone());
+                let params = serde_json::json!({"id": "t"});
+                let wire = client.wire(Operation::GetTask, "m", params).unwrap();
+                let (req, _) = client.build(wire, call, trace_headers.clone());
                 let req = req.build().unwrap();
                 let names: Vec<&str> = req.headers().keys().map(HeaderName::as_str).collect();
                 for name in req.headers().keys() {
                     assert!(
                         owned.contains(name) || ["x-api-key", "x-caller"].contains(&name.as_str()),
-                        "{version:?} sends {name}, neither owned nor configured: {names:?}"
+                        "{version:?} {binding:?} sends {name}, neither owned nor configured: {names:?}"
                     );
                 }
                 for expected in [

@@ -1,4 +1,5 @@
-//! A2A 1.0 JSON-RPC wire codec (ProtoJSON).
+//! A2A 1.0 wire codec (ProtoJSON), shared by the JSON-RPC and HTTP+JSON bindings: the
+//! same objects, with or without a JSON-RPC envelope.
 //!
 //! 1.0 discriminates by member name: a stream result holds exactly one of `task`, `message`,
 //! `statusUpdate`, `artifactUpdate` (A2A 1.0 §3.2.3); parts are `{"text"}`, `{"raw"}`,
@@ -21,22 +22,35 @@ struct StreamResponse {
     artifact_update: Option<ArtifactUpdate>,
 }
 
+impl StreamResponse {
+    /// The one member it holds; `None` when it holds none we know.
+    fn event(self) -> Option<StreamEvent> {
+        match self {
+            Self { task: Some(t), .. } => Some(StreamEvent::Task(t)),
+            Self {
+                message: Some(m), ..
+            } => Some(StreamEvent::Message(m)),
+            Self {
+                status_update: Some(s),
+                ..
+            } => Some(StreamEvent::StatusUpdate(s)),
+            Self {
+                artifact_update: Some(a),
+                ..
+            } => Some(StreamEvent::ArtifactUpdate(a)),
+            _ => None,
+        }
+    }
+}
+
 /// Decodes a `StreamResponse` / `SendMessageResponse` result.
 pub(super) fn decode_event(raw: &str) -> StreamEvent {
-    match serde_json::from_str::<StreamResponse>(raw) {
-        Ok(StreamResponse { task: Some(t), .. }) => StreamEvent::Task(t),
-        Ok(StreamResponse {
-            message: Some(m), ..
-        }) => StreamEvent::Message(m),
-        Ok(StreamResponse {
-            status_update: Some(s),
-            ..
-        }) => StreamEvent::StatusUpdate(s),
-        Ok(StreamResponse {
-            artifact_update: Some(a),
-            ..
-        }) => StreamEvent::ArtifactUpdate(a),
-        _ => super::unknown(raw),
+    match serde_json::from_str::<StreamResponse>(raw)
+        .ok()
+        .and_then(StreamResponse::event)
+    {
+        Some(event) => event,
+        None => super::unknown(raw),
     }
 }
 
@@ -58,23 +72,39 @@ pub(super) fn decode_response(text: &str) -> Option<Result<StreamEvent, super::m
         Response {
             result: Some(result),
             ..
-        } => match result {
-            StreamResponse { task: Some(t), .. } => Some(Ok(StreamEvent::Task(t))),
-            StreamResponse {
-                message: Some(m), ..
-            } => Some(Ok(StreamEvent::Message(m))),
-            StreamResponse {
-                status_update: Some(s),
-                ..
-            } => Some(Ok(StreamEvent::StatusUpdate(s))),
-            StreamResponse {
-                artifact_update: Some(a),
-                ..
-            } => Some(Ok(StreamEvent::ArtifactUpdate(a))),
-            _ => None,
-        },
+        } => result.event().map(Ok),
         _ => None,
     }
+}
+
+/// A bare `StreamResponse` or an HTTP+JSON error body (`{"error": google.rpc.Status}`): an
+/// HTTP+JSON stream frame, read in one pass.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BareFrame<'a> {
+    task: Option<Task>,
+    message: Option<Message>,
+    status_update: Option<StatusUpdate>,
+    artifact_update: Option<ArtifactUpdate>,
+    #[serde(borrow)]
+    error: Option<&'a serde_json::value::RawValue>,
+}
+
+/// Decodes an HTTP+JSON frame in one pass: its event, or the raw JSON of its `error`;
+/// `None` when it is neither (unknown members, not JSON: [`decode_event`] classifies it).
+pub(super) fn decode_bare(text: &str) -> Option<Result<StreamEvent, &str>> {
+    let frame: BareFrame<'_> = serde_json::from_str(text).ok()?;
+    if let Some(error) = frame.error {
+        return Some(Err(error.get()));
+    }
+    StreamResponse {
+        task: frame.task,
+        message: frame.message,
+        status_update: frame.status_update,
+        artifact_update: frame.artifact_update,
+    }
+    .event()
+    .map(Ok)
 }
 
 /// Decodes a bare Task (`GetTask`, `CancelTask` results).

@@ -1,12 +1,14 @@
 //! End-to-end tests: the real gateway on 127.0.0.1, real A2A upstreams (Python a2a-sdk 1.3.0
-//! speaking 1.0+0.3, 1.0 only, 0.3 only, and the embedded demo agent), driven by the real
-//! AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent). Peers are installed by `scripts/test`.
+//! speaking 1.0+0.3, 1.0 only, 0.3 only, HTTP+JSON only, and the embedded demo agent),
+//! driven by the real AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent). Peers are installed
+//! by `scripts/test`.
 
 // The helper modules share their items with this file through `pub`.
 #![allow(unreachable_pub)]
 
 mod abuse;
 mod auth;
+mod bindings;
 mod console;
 mod copilotkit;
 mod fake;
@@ -796,11 +798,11 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         .unwrap()
         .to_owned();
     let client = |version| {
-        let endpoint = Endpoint {
-            url: upstream("both").parse().unwrap(),
+        let endpoint = Endpoint::json_rpc(
+            upstream("both").parse().unwrap(),
             version,
-            headers: Default::default(),
-        };
+            Default::default(),
+        );
         Client::new(
             reqwest::Client::new(),
             endpoint,

@@ -413,7 +413,7 @@ async fn metrics_count_every_run_by_outcome_without_ids_in_labels() {
         (
             "agui_gateway_upstream_requests_total",
             "counter",
-            &["agent", "method", "result"],
+            &["agent", "method", "binding", "result"],
         ),
         (
             "agui_gateway_time_to_first_event_seconds",

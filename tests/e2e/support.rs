@@ -88,15 +88,18 @@ fn start_upstream(versions: &str, extra: &[&str]) -> Upstream {
     Upstream { url, child }
 }
 
-/// The shared upstream for `versions` (`both`, `1.0`, `0.3`).
+/// The shared upstream for `versions` (`both`, `1.0`, `0.3`, or `rest`: HTTP+JSON only,
+/// under [`REST_PREFIX`] with tenant [`REST_TENANT`]).
 pub fn upstream(versions: &'static str) -> &'static str {
     static BOTH: OnceLock<Upstream> = OnceLock::new();
     static V1: OnceLock<Upstream> = OnceLock::new();
     static V03: OnceLock<Upstream> = OnceLock::new();
+    static REST: OnceLock<Upstream> = OnceLock::new();
     let cell = match versions {
         "both" => &BOTH,
         "1.0" => &V1,
         "0.3" => &V03,
+        "rest" => &REST,
         other => panic!("no upstream mode {other}"),
     };
     &cell.get_or_init(|| start_upstream(versions, &[])).url
@@ -116,6 +119,11 @@ pub fn lane_upstream(versions: &'static str) -> &'static str {
         .get_or_init(|| start_upstream(versions, &["--declare-lane"]))
         .url
 }
+
+/// Where the `rest` upstream's HTTP+JSON interface lives (tests/upstream/ref_agent.py).
+pub const REST_PREFIX: &str = "v1beta1/projects/demo/locations/local/reasoningEngines/ref/a2a";
+/// The `rest` upstream's tenant: its routes answer only under it.
+pub const REST_TENANT: &str = "acme";
 
 /// A gateway on 127.0.0.1:0 serving until the test's runtime ends.
 pub struct Gateway {
@@ -237,6 +245,21 @@ pub async fn a2a_send(url: &str, message_id: &str, context_id: &str, text: &str)
         .unwrap();
     assert_eq!(reply["result"]["status"]["state"], "completed", "{reply}");
     reply
+}
+
+/// A task read straight from the `rest` upstream over HTTP+JSON, bypassing the gateway.
+pub async fn rest_get_task(url: &str, task_id: &str) -> Value {
+    let task: Value = reqwest::Client::new()
+        .get(format!("{url}{REST_PREFIX}/{REST_TENANT}/tasks/{task_id}"))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(task["status"].is_object(), "GET tasks/{task_id}: {task}");
+    task
 }
 
 /// A task read straight from an upstream, bypassing the gateway: `GetTask` (with

@@ -1,12 +1,17 @@
 """A scripted A2A agent built on the Python a2a-sdk 1.3.0: the real upstream of the
 gateway's end-to-end tests.
 
-Usage: python ref_agent.py --versions both|1.0|0.3 [--port 0] [--declare-lane]
+Usage: python ref_agent.py --versions both|1.0|0.3|rest [--port 0] [--declare-lane]
 Prints "READY <base-url>" on stdout once it is ready to serve (see tests/peer_serve.py).
 
-- both: A2A 1.0 JSON-RPC with the SDK's v0.3 compatibility layer on the same URL (the
-  card lists both interfaces).
-- 1.0: no compatibility layer; the card lists only 1.0.
+- both: A2A 1.0 JSON-RPC with the SDK's v0.3 compatibility layer on the same URL, and the
+  SDK's own HTTP+JSON routes under /rest (the card lists JSONRPC 1.0, JSONRPC 0.3, then
+  HTTP+JSON 1.0).
+- 1.0: no compatibility layer; the card lists JSONRPC 1.0, then HTTP+JSON 1.0 (/rest).
+- rest: HTTP+JSON only, shaped like a Vertex AI Agent Engine card: one interface under a
+  path prefix (REST_PREFIX) with a tenant (REST_TENANT); the SDK's REST routes are served
+  only under {REST_PREFIX}/{REST_TENANT}, so a client that leaves the tenant out gets a
+  404. No JSON-RPC at all.
 - 0.3: a 0.3-only agent: a 0.3-style card (top-level url/protocolVersion, no
   supportedInterfaces) and every 1.0 method refused with -32601, so a client that does not
   speak 0.3 fails loudly.
@@ -37,7 +42,7 @@ import sys
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from a2a.helpers.proto_helpers import (
     new_data_part,
@@ -52,6 +57,7 @@ from a2a.server.events.event_queue_v2 import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+from a2a.server.routes.rest_routes import create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
@@ -72,6 +78,10 @@ CONTEXT_EXTENSION = "urn:agui-a2a-gateway:ext:agui-context:v1"
 STATE_EXTENSION = "urn:agui-a2a-gateway:ext:shared-state:v1"
 LANE_EXTENSIONS = [CONTEXT_EXTENSION, STATE_EXTENSION]
 PICK_CALL_ID = "call-pick-1"
+
+# The HTTP+JSON-only mode: where its interface lives, and its tenant.
+REST_PREFIX = "/v1beta1/projects/demo/locations/local/reasoningEngines/ref/a2a"
+REST_TENANT = "acme"
 
 
 def first_text(task) -> str:
@@ -277,12 +287,29 @@ def v1_method_guard(app):
     return guarded
 
 
+def rest_routes(handler, path_prefix: str = "") -> list:
+    """The SDK's own HTTP+JSON routes, without the `/{tenant}` mount it adds at the root
+    (it would put the tenant before the prefix, and shadow the card route)."""
+    return [r for r in create_rest_routes(handler, path_prefix=path_prefix) if isinstance(r, Route)]
+
+
 def build(versions: str, base: str, declare_lane: bool = False):
     interfaces = []
     if versions in ("both", "1.0"):
         interfaces.append(AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="1.0"))
     if versions in ("both", "0.3"):
         interfaces.append(AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="0.3"))
+    if versions in ("both", "1.0"):
+        interfaces.append(AgentInterface(url=base + "rest", protocol_binding="HTTP+JSON", protocol_version="1.0"))
+    if versions == "rest":
+        interfaces.append(
+            AgentInterface(
+                url=base.rstrip("/") + REST_PREFIX,
+                protocol_binding="HTTP+JSON",
+                protocol_version="1.0",
+                tenant=REST_TENANT,
+            )
+        )
     skill = AgentSkill(
         id="scripted",
         name="Scripted scenarios",
@@ -307,6 +334,10 @@ def build(versions: str, base: str, declare_lane: bool = False):
     handler = DefaultRequestHandlerV2(
         agent_executor=ScriptedExecutor(), task_store=InMemoryTaskStore(), agent_card=card
     )
+    if versions == "rest":
+        routes = create_agent_card_routes(card)
+        routes.append(Mount(f"{REST_PREFIX}/{REST_TENANT}", routes=rest_routes(handler)))
+        return Starlette(routes=routes)
     routes = create_jsonrpc_routes(handler, "/", enable_v0_3_compat=versions != "1.0")
     if versions == "0.3":
         legacy_card = {
@@ -325,6 +356,7 @@ def build(versions: str, base: str, declare_lane: bool = False):
         routes.append(Route("/.well-known/agent-card.json", lambda _r: JSONResponse(legacy_card)))
         return v1_method_guard(Starlette(routes=routes))
     routes += create_agent_card_routes(card)
+    routes += rest_routes(handler, "/rest")
     return Starlette(routes=routes)
 
 
@@ -332,7 +364,7 @@ def main():
     # The crash scenario raises on purpose; keep the SDK's tracebacks out of test output.
     logging.disable(logging.CRITICAL)
     parser = argparse.ArgumentParser()
-    parser.add_argument("--versions", choices=["both", "1.0", "0.3"], default="both")
+    parser.add_argument("--versions", choices=["both", "1.0", "0.3", "rest"], default="both")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
     parser.add_argument(

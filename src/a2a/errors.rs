@@ -1,0 +1,171 @@
+//! A2A errors across bindings: the one table (A2A 1.0 §5.4, as a2a-sdk 1.3.0 and
+//! @a2a-js/sdk 1.3.0 send it).
+//!
+//! Every binding's error lands on the JSON-RPC code of the same A2A error
+//! ([`super::model::RpcError`], [`super::client::ClientError::Rpc`]), so everything above
+//! `a2a/` (the stale-task rule of a resume, `RUN_ERROR a2a_error_<code>`, metrics) sees one
+//! vocabulary whichever binding carried it. JSON-RPC errors carry the code itself; an
+//! HTTP+JSON error body is a `google.rpc.Status` whose `google.rpc.ErrorInfo` detail names
+//! the error by `reason` (domain `a2a-protocol.org`; the spec says every A2A error MUST
+//! carry it); a gRPC status will carry the same detail. A body without a reason is mapped by
+//! its HTTP status where one A2A error owns that status ([`BY_HTTP_STATUS`]); anything else
+//! is not an A2A error (the caller reports the status, never the body).
+//!
+//! Data only: no I/O here.
+
+use super::rpc_code;
+
+/// One A2A error in every binding's spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct A2aError {
+    /// The `google.rpc.ErrorInfo` reason.
+    pub reason: &'static str,
+    /// The JSON-RPC error code.
+    pub rpc_code: i64,
+    /// The HTTP status of the HTTP+JSON binding (A2A 1.0.1, both SDKs).
+    pub http_status: u16,
+    /// The gRPC status code name.
+    pub grpc_status: &'static str,
+}
+
+const fn row(
+    reason: &'static str,
+    rpc_code: i64,
+    http_status: u16,
+    grpc_status: &'static str,
+) -> A2aError {
+    A2aError {
+        reason,
+        rpc_code,
+        http_status,
+        grpc_status,
+    }
+}
+
+/// The table. The A2A errors first (A2A 1.0 §5.4), then the JSON-RPC ones a2a-sdk also
+/// names by reason (`utils/errors.py` `A2A_ERROR_MAPPING`).
+pub const TABLE: [A2aError; 13] = [
+    row("TASK_NOT_FOUND", rpc_code::TASK_NOT_FOUND, 404, "NOT_FOUND"),
+    row(
+        "TASK_NOT_CANCELABLE",
+        rpc_code::TASK_NOT_CANCELABLE,
+        400,
+        "FAILED_PRECONDITION",
+    ),
+    row(
+        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        rpc_code::PUSH_NOTIFICATION_NOT_SUPPORTED,
+        400,
+        "FAILED_PRECONDITION",
+    ),
+    row(
+        "UNSUPPORTED_OPERATION",
+        rpc_code::UNSUPPORTED_OPERATION,
+        400,
+        "FAILED_PRECONDITION",
+    ),
+    row(
+        "CONTENT_TYPE_NOT_SUPPORTED",
+        rpc_code::CONTENT_TYPE_NOT_SUPPORTED,
+        400,
+        "INVALID_ARGUMENT",
+    ),
+    row(
+        "INVALID_AGENT_RESPONSE",
+        rpc_code::INVALID_AGENT_RESPONSE,
+        500,
+        "INTERNAL",
+    ),
+    row(
+        "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        rpc_code::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
+        400,
+        "FAILED_PRECONDITION",
+    ),
+    row(
+        "EXTENSION_SUPPORT_REQUIRED",
+        rpc_code::EXTENSION_SUPPORT_REQUIRED,
+        400,
+        "FAILED_PRECONDITION",
+    ),
+    row(
+        "VERSION_NOT_SUPPORTED",
+        rpc_code::VERSION_NOT_SUPPORTED,
+        400,
+        "FAILED_PRECONDITION",
+    ),
+    row(
+        "INVALID_PARAMS",
+        rpc_code::INVALID_PARAMS,
+        400,
+        "INVALID_ARGUMENT",
+    ),
+    row(
+        "INVALID_REQUEST",
+        rpc_code::INVALID_REQUEST,
+        400,
+        "INVALID_ARGUMENT",
+    ),
+    row(
+        "METHOD_NOT_FOUND",
+        rpc_code::METHOD_NOT_FOUND,
+        404,
+        "NOT_FOUND",
+    ),
+    row("INTERNAL_ERROR", rpc_code::INTERNAL_ERROR, 500, "INTERNAL"),
+];
+
+/// An error body without a reason: the A2A error its HTTP status stands for. 404, 400 and
+/// 500 as A2A 1.0.1 assigns them (task not found, invalid params, internal); 409, 415 as
+/// A2A 1.0.0 did (task not cancelable, content type not supported; 1.0.1 moved both to
+/// 400). Other statuses (401, 403, 429, 502, 503, …) are the server's or a proxy's, not an
+/// A2A error.
+pub const BY_HTTP_STATUS: [(u16, &str); 5] = [
+    (400, "INVALID_PARAMS"),
+    (404, "TASK_NOT_FOUND"),
+    (409, "TASK_NOT_CANCELABLE"),
+    (415, "CONTENT_TYPE_NOT_SUPPORTED"),
+    (500, "INTERNAL_ERROR"),
+];
+
+/// The error a `google.rpc.ErrorInfo` reason names.
+pub fn by_reason(reason: &str) -> Option<&'static A2aError> {
+    TABLE.iter().find(|e| e.reason == reason)
+}
+
+/// The error a reasonless error body with this HTTP status stands for.
+pub fn by_http_status(status: u16) -> Option<&'static A2aError> {
+    let (_, reason) = BY_HTTP_STATUS.iter().find(|(s, _)| *s == status)?;
+    by_reason(reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_codes_and_fallbacks_are_each_named_once() {
+        for (i, e) in TABLE.iter().enumerate() {
+            assert!(
+                TABLE[i + 1..]
+                    .iter()
+                    .all(|o| o.reason != e.reason && o.rpc_code != e.rpc_code),
+                "{e:?} twice"
+            );
+            assert!(rpc_code::RESERVED.contains(&e.rpc_code), "{e:?}");
+        }
+        for (status, reason) in BY_HTTP_STATUS {
+            assert!(by_reason(reason).is_some(), "{status} -> {reason}");
+        }
+        assert_eq!(
+            by_reason("TASK_NOT_FOUND").map(|e| e.rpc_code),
+            Some(rpc_code::TASK_NOT_FOUND)
+        );
+        assert_eq!(
+            by_http_status(409).map(|e| e.rpc_code),
+            Some(rpc_code::TASK_NOT_CANCELABLE)
+        );
+        assert_eq!(by_http_status(503), None);
+        assert_eq!(by_reason("SOMETHING_ELSE"), None);
+    }
+}
