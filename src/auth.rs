@@ -9,7 +9,7 @@
 //!   caller is the key's `name`, with its `scopes`;
 //! - or a JWT (`auth.jwt`): signature (HS256 with a configured secret, or RS256/ES256 with a
 //!   key of the JWKS file read at start), `iss`, `aud`, `exp` and `nbf` (with [`LEEWAY_S`]
-//!   of leeway) checked by `jsonwebtoken`; the caller is the identity claim, its scopes the
+//!   of leeway) checked by `jsonwebtoken` ([`jwt`]); the caller is the identity claim, its scopes the
 //!   scopes claim (a space-separated string or an array of strings).
 //!
 //! The keys come parsed from `crate::config::inbound` (the `auth` section, checked at start);
@@ -31,22 +31,19 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use jsonwebtoken::Validation;
-use serde_json::{Map, Value};
 use subtle::ConstantTimeEq;
 
-use crate::config::inbound::MAX_IDENTITY_BYTES;
-use crate::config::inbound::{key_digest, ApiKey, AuthSettings, JwtKey, JwtSettings};
+use crate::config::inbound::{key_digest, ApiKey, AuthSettings};
 use crate::config::Visibility;
 use crate::error::{Rejection, RequestError};
 use crate::redact::Shown;
+
+mod jwt;
 
 /// The caller of every request when no inbound auth is configured.
 pub(crate) const ANONYMOUS: &str = "anonymous";
 /// The scope that sees every context of every agent (docs/design.md#11-security).
 pub(crate) const SCOPE_THREADS_ALL: &str = "threads:all";
-/// Clock skew tolerated on `exp` and `nbf`, in seconds.
-const LEEWAY_S: u64 = 30;
 /// A longer bearer token is refused without being parsed.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
@@ -111,27 +108,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
-/// One key a JWT may be signed with, ready to verify.
-struct VerifyKey {
-    key: JwtKey,
-    /// `iss`, `aud`, `exp`, `nbf`, leeway, and this key's algorithm only.
-    validation: Validation,
-}
-
-impl std::fmt::Debug for VerifyKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.key.fmt(f)
-    }
-}
-
-/// `auth.jwt`, ready to verify.
-#[derive(Debug)]
-struct JwtVerifier {
-    keys: Vec<VerifyKey>,
-    identity_claim: String,
-    scopes_claim: String,
-}
-
 /// Establishes callers from `Authorization` headers, built once from the parsed `auth`
 /// settings.
 #[derive(Debug, Default)]
@@ -139,7 +115,7 @@ pub(crate) struct Authenticator {
     /// [`AuthSettings::is_configured`] of the settings it was built from.
     configured: bool,
     api_keys: Vec<ApiKey>,
-    jwt: Option<JwtVerifier>,
+    jwt: Option<jwt::JwtVerifier>,
 }
 
 impl Authenticator {
@@ -154,7 +130,7 @@ impl Authenticator {
         Self {
             configured: settings.is_configured(),
             api_keys: settings.api_keys.clone(),
-            jwt: settings.jwt.as_ref().map(JwtVerifier::new),
+            jwt: settings.jwt.as_ref().map(jwt::JwtVerifier::new),
         }
     }
 
@@ -208,87 +184,6 @@ fn bearer(authorization: Option<&HeaderValue>) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-impl JwtVerifier {
-    fn new(c: &JwtSettings) -> Self {
-        let keys = c
-            .keys
-            .iter()
-            .cloned()
-            .map(|key| {
-                let mut validation = Validation::new(key.alg);
-                validation.set_issuer(&[&c.issuer]);
-                validation.set_audience(&[&c.audience]);
-                validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-                validation.validate_nbf = true;
-                validation.leeway = LEEWAY_S;
-                VerifyKey { key, validation }
-            })
-            .collect();
-        Self {
-            keys,
-            identity_claim: c.identity_claim.clone(),
-            scopes_claim: c.scopes_claim.clone(),
-        }
-    }
-
-    fn verify(&self, token: &str) -> Result<Caller, Rejection> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| Rejection::Invalid)?;
-        // The header names the algorithm and maybe the key; only keys of that algorithm
-        // are tried (an RS256 key is never used as an HMAC secret).
-        let candidates = self.keys.iter().filter(|k| {
-            k.key.alg == header.alg
-                && match (&header.kid, &k.key.kid) {
-                    (Some(want), Some(have)) => want == have,
-                    _ => true,
-                }
-        });
-        for key in candidates {
-            match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key.key, &key.validation) {
-                Ok(data) => return self.caller(data.claims),
-                Err(e) => match e.kind() {
-                    jsonwebtoken::errors::ErrorKind::InvalidSignature => continue,
-                    // Claims are checked after the signature: this token was signed by us.
-                    jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
-                        return Err(Rejection::Expired)
-                    }
-                    kind => {
-                        tracing::debug!(?kind, "JWT refused");
-                        return Err(Rejection::Invalid);
-                    }
-                },
-            }
-        }
-        Err(Rejection::Invalid)
-    }
-
-    fn caller(&self, mut claims: Map<String, Value>) -> Result<Caller, Rejection> {
-        let name = match claims.remove(&self.identity_claim) {
-            Some(Value::String(s)) if valid_identity(&s) => s,
-            _ => {
-                tracing::debug!(claim = %self.identity_claim, "JWT without a usable identity claim");
-                return Err(Rejection::Invalid);
-            }
-        };
-        let scopes = match claims.remove(&self.scopes_claim) {
-            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
-            Some(Value::Array(items)) => items
-                .into_iter()
-                .filter_map(|v| match v {
-                    Value::String(s) => Some(s),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        Ok(Caller { name, scopes })
-    }
-}
-
-/// A JWT identity: non-empty, bounded, no control characters (it keys bindings and is logged).
-fn valid_identity(s: &str) -> bool {
-    !s.is_empty() && s.len() <= MAX_IDENTITY_BYTES && !s.chars().any(char::is_control)
-}
-
 /// The middleware: establishes the caller of every request it wraps and puts it in the
 /// request's extensions, or answers 401. Open routes are mounted outside it.
 pub(crate) async fn require_caller(
@@ -310,6 +205,8 @@ pub(crate) async fn require_caller(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
     use crate::config::{AuthConfig, ConfigErrors, Secret};
     use jsonwebtoken::{Algorithm, EncodingKey, Header};
