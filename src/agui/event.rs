@@ -8,12 +8,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-/// Role of the agent's text messages.
-pub(crate) const ASSISTANT: &str = "assistant";
-/// Role of a tool result message.
-pub(crate) const TOOL: &str = "tool";
-/// Role of a user's text message (re-streamed only when a pick-up snapshot leaves it out).
-pub(crate) const USER: &str = "user";
+use super::Role;
 
 /// One AG-UI event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,7 +37,7 @@ pub(crate) enum Event {
     },
     TextMessageStart {
         message_id: String,
-        role: &'static str,
+        role: Role,
     },
     TextMessageContent {
         message_id: String,
@@ -68,7 +63,7 @@ pub(crate) enum Event {
         message_id: String,
         tool_call_id: String,
         content: String,
-        role: &'static str,
+        role: Role,
     },
     /// The whole state, already serialized: a snapshot is written once, never held as a
     /// second copy of the document's value tree.
@@ -203,7 +198,7 @@ mod tests {
         assert_eq!(encode(&e), r#"{"type":"RUN_ERROR","message":"m"}"#);
         let e = Event::TextMessageStart {
             message_id: "m".into(),
-            role: ASSISTANT,
+            role: Role::Assistant,
         };
         assert_eq!(
             encode(&e),

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::reply::{self, Piece, Replies, Step};
 use super::tools::{self, ToolItem};
 use crate::a2a::model::{Artifact, Message, Part, PartContent, Role, Task};
-use crate::agui::event::{ASSISTANT, TOOL, USER};
+use crate::agui;
 
 /// The key of an artifact within its task (an artifact without an id gets one).
 pub(crate) fn artifact_key(task_id: &str, artifact: &Artifact) -> String {
@@ -40,7 +40,7 @@ impl Rebuild {
             match step {
                 Step::Start { id } => self
                     .out
-                    .push(json!({"id": id, "role": ASSISTANT, "content": ""})),
+                    .push(json!({"id": id, "role": agui::Role::Assistant, "content": ""})),
                 Step::Content { id, delta } => {
                     let message = self.out.iter_mut().rev().find(|m| m["id"] == id.as_str());
                     if let Some(Value::String(content)) = message.map(|m| &mut m["content"]) {
@@ -62,7 +62,7 @@ impl Rebuild {
         match item {
             ToolItem::Call { id, name, args } => {
                 if self.seen_tools.insert(id.clone()) {
-                    self.out.push(json!({"id": id, "role": ASSISTANT, "toolCalls": [
+                    self.out.push(json!({"id": id, "role": agui::Role::Assistant, "toolCalls": [
                         {"id": id, "type": "function", "function": {"name": name, "arguments": args}}
                     ]}));
                 }
@@ -70,7 +70,7 @@ impl Rebuild {
             ToolItem::Result { id, content } => {
                 let message_id = tools::result_message_id(&id);
                 if self.seen_tools.insert(message_id.clone()) {
-                    self.out.push(json!({"id": message_id, "role": TOOL, "toolCallId": id, "content": content}));
+                    self.out.push(json!({"id": message_id, "role": agui::Role::Tool, "toolCallId": id, "content": content}));
                 }
             }
         }
@@ -83,7 +83,7 @@ impl Rebuild {
             let text = m.text();
             if !text.is_empty() {
                 self.out
-                    .push(json!({"id": m.message_id, "role": USER, "content": text}));
+                    .push(json!({"id": m.message_id, "role": agui::Role::User, "content": text}));
             }
             return;
         }
@@ -155,10 +155,12 @@ pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {
 /// message, or a tool result): a client that holds none may be a second device on the thread
 /// ([`super::context::ContextSource::history_to_read`]).
 pub(crate) fn holds_earlier_turns(client: &[crate::agui::input::Message]) -> bool {
-    let newest_user = client.iter().rposition(|m| m.role == "user");
-    client.iter().enumerate().any(|(i, m)| {
-        Some(i) != newest_user && matches!(m.role.as_str(), "user" | "assistant" | "tool")
-    })
+    use agui::Role::{Assistant, Tool, User};
+    let newest_user = client.iter().rposition(|m| m.role == User);
+    client
+        .iter()
+        .enumerate()
+        .any(|(i, m)| Some(i) != newest_user && matches!(m.role, User | Assistant | Tool))
 }
 
 /// The client's own turns that the A2A history `a2a` does not hold (on a pick-up: the new
@@ -166,14 +168,13 @@ pub(crate) fn holds_earlier_turns(client: &[crate::agui::input::Message]) -> boo
 pub(crate) fn unheld_turns<'a>(
     client: &'a [crate::agui::input::Message],
     a2a: &[Value],
-) -> Vec<(&'a str, &'static str, String)> {
+) -> Vec<(&'a str, agui::Role, String)> {
     client
         .iter()
         .filter(|m| !a2a.iter().any(|u| u["id"] == m.id.as_str()))
         .filter_map(|m| {
-            let role = match m.role.as_str() {
-                "user" => USER,
-                "assistant" => ASSISTANT,
+            let role = match &m.role {
+                role @ (agui::Role::User | agui::Role::Assistant) => role.clone(),
                 _ => return None,
             };
             let text = match m.content.as_ref()? {
@@ -198,7 +199,7 @@ pub(crate) fn unheld_turns<'a>(
 pub(crate) fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> Vec<Value> {
     let mut upstream: Vec<Option<Value>> = a2a.into_iter().map(Some).collect();
     let mut out = Vec::with_capacity(client.len() + upstream.len());
-    for m in client.iter().filter(|m| m.role != "activity") {
+    for m in client.iter().filter(|m| m.role != agui::Role::Activity) {
         let same = upstream
             .iter_mut()
             .find(|u| u.as_ref().is_some_and(|u| u["id"] == m.id.as_str()));
@@ -208,10 +209,10 @@ pub(crate) fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> 
                 // The same reply under another id (fasta2a's history names the reply with an
                 // id its stream never showed): the client's copy stands for it.
                 let text = m.content.as_ref().and_then(Value::as_str);
-                if let (true, Some(text)) = (m.role == ASSISTANT, text) {
+                if let (true, Some(text)) = (m.role == agui::Role::Assistant, text) {
                     let twin = upstream.iter_mut().find(|u| {
                         u.as_ref().is_some_and(|u| {
-                            u["role"] == ASSISTANT
+                            u["role"] == agui::Role::Assistant.as_str()
                                 && u["content"]
                                     .as_str()
                                     .is_some_and(|c| reply::same_text(c, text))
@@ -299,7 +300,7 @@ mod tests {
         ];
         assert_eq!(
             unheld_turns(&client, &upstream),
-            [("new", USER, "and now?".to_owned())]
+            [("new", agui::Role::User, "and now?".to_owned())]
         );
     }
 }

@@ -24,9 +24,8 @@ use crate::a2a::model::{
     Artifact, ArtifactUpdate, Message, Part, PartContent, Role, StatusUpdate, StreamEvent, Task,
     TaskState, TaskStatus,
 };
-use crate::agui::event::{ASSISTANT, TOOL};
 use crate::agui::input::Message as ClientMessage;
-use crate::agui::{Event, Interrupt, Outcome};
+use crate::agui::{self, Event, Interrupt, Outcome};
 use crate::error::RunError;
 use json_patch::jsonptr::PointerBuf;
 
@@ -668,7 +667,7 @@ impl Projector {
             match step {
                 Step::Start { id } => out.push(Event::TextMessageStart {
                     message_id: id,
-                    role: ASSISTANT,
+                    role: agui::Role::Assistant,
                 }),
                 Step::Content { id, delta } => {
                     if !self.charge_text(delta.len(), out) {
@@ -773,7 +772,7 @@ impl Projector {
                     message_id: tools::result_message_id(&id),
                     tool_call_id: id,
                     content,
-                    role: TOOL,
+                    role: agui::Role::Tool,
                 });
             }
         }

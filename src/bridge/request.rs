@@ -17,7 +17,7 @@ use super::lane::{CueOverrides, StateForm};
 use super::state::ClientView;
 use crate::a2a::model::{OutgoingMessage, Part, PartContent};
 use crate::agui::input::{Message, ResumeEntry, ResumeStatus};
-use crate::agui::RunAgentInput;
+use crate::agui::{Role, RunAgentInput};
 use crate::error::RequestError;
 
 /// How to talk to the upstream for this run.
@@ -285,7 +285,7 @@ pub(crate) fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), Request
 
 /// The latest user message of the transcript.
 fn latest_user_message(input: &RunAgentInput) -> Option<&Message> {
-    input.messages.iter().rev().find(|m| m.role == "user")
+    input.messages.iter().rev().find(|m| m.role == Role::User)
 }
 
 /// Text, file and data parts of an AG-UI message's content (string or `ContentPart[]`,
@@ -422,7 +422,7 @@ fn trailing_tool_results(input: &RunAgentInput) -> Vec<(&Message, String, Value)
         .messages
         .iter()
         .rev()
-        .take_while(|m| m.role == "tool")
+        .take_while(|m| m.role == Role::Tool)
         .filter_map(|m| {
             let id = m.tool_call_id.clone()?;
             Some((m, id, m.content.clone().unwrap_or(Value::Null)))
