@@ -68,25 +68,10 @@ pub(crate) struct Message {
     pub content: Option<Value>,
     #[serde(default)]
     pub tool_call_id: Option<String>,
-    /// Every other field, kept so the message can be echoed back unchanged.
+    /// Every other field, kept so the message can be echoed back unchanged
+    /// ([`super::event::Message`]'s `From`).
     #[serde(flatten)]
     pub rest: serde_json::Map<String, Value>,
-}
-
-impl Message {
-    /// The message as the client sent it.
-    pub(crate) fn to_json(&self) -> Value {
-        let mut m = self.rest.clone();
-        m.insert("id".into(), Value::String(self.id.clone()));
-        m.insert("role".into(), Value::String(self.role.as_str().to_owned()));
-        if let Some(c) = &self.content {
-            m.insert("content".into(), c.clone());
-        }
-        if let Some(t) = &self.tool_call_id {
-            m.insert("toolCallId".into(), Value::String(t.clone()));
-        }
-        Value::Object(m)
-    }
 }
 
 /// An answer to an interrupt (AG-UI 1.0 `ResumeEntry`).
@@ -128,7 +113,8 @@ mod tests {
         let sent = json!({"id": "m", "role": "reasoning", "content": "hmm", "encryptedValue": "x"});
         let m: Message = serde_json::from_value(sent.clone()).unwrap();
         assert_eq!(m.role, Role::Other("reasoning".into()));
-        assert_eq!(m.to_json(), sent);
+        let echoed = super::super::event::Message::from(&m);
+        assert_eq!(serde_json::to_value(echoed).unwrap(), sent);
     }
 
     #[test]

@@ -133,10 +133,7 @@ async fn connect(
     // out), and follows the task if it still runs.
     let oldest_first: Vec<&Task> = tasks.iter().rev().collect();
     let held = history::merge(&input.messages, history::messages(&oldest_first));
-    input.messages = held
-        .into_iter()
-        .filter_map(|m| serde_json::from_value(m).ok())
-        .collect();
+    input.messages = held.into_iter().map(Into::into).collect();
     input.resume.clear();
     let props = json!({"subscribeOnly": true, "taskId": last.id, "contextId": context_id});
     input.forwarded_props = Some(json!({ "a2a": props }));
