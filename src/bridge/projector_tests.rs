@@ -615,7 +615,7 @@ fn resubscribe_snapshot_does_not_repeat_text() {
 fn a_resume_run_moves_the_answered_activity_on() {
     let mut f = frame(true);
     f.context_id = Some("c".into());
-    f.resolves = vec!["a2a:T:q".into()];
+    f.resolves = vec![InterruptId::parse("a2a:T:q").unwrap()];
     let events = project_with("v1/stream-approve-followup.sse", f);
     // Resolved only once the upstream accepted the answer (its first event).
     assert_eq!(events[2]["type"], "STATE_DELTA");
@@ -1183,7 +1183,7 @@ fn a_resume_stream_opening_with_the_old_question_follows_the_task() {
         .filter_map(Result::ok)
         .find_map(|e| match e {
             StreamEvent::StatusUpdate(u) if u.status.state.is_interrupted() => {
-                Some(interrupt::interrupt_id(&u.task_id, &u.status))
+                Some(InterruptId::of_status(&u.task_id, &u.status))
             }
             _ => None,
         })
@@ -1205,7 +1205,7 @@ fn a_resume_stream_opening_with_the_old_question_follows_the_task() {
 fn a_refused_answer_leaves_the_interrupt_pending() {
     let mut f = frame(true);
     f.context_id = Some("c".into());
-    f.resolves = vec!["a2a:T:q".into()];
+    f.resolves = vec![InterruptId::parse("a2a:T:q").unwrap()];
     f.client_state = Some(json!({"a2a": {"pendingInterrupts": {"a2a:T:q": {"id": "a2a:T:q"}}}}));
     let events = project_with("frameworks/strands/default/approve-wrong-resume.sse", f);
     assert_eq!(terminal(&events)["code"], "a2a_error_-32602");

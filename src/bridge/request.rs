@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::dialect::Reply;
-use super::interrupt;
+use super::interrupt::InterruptId;
 use super::lane::{CueOverrides, StateForm};
 use super::state::ClientView;
 use crate::a2a::model::{OutgoingMessage, Part, PartContent};
@@ -69,8 +69,8 @@ pub(crate) struct Plan {
     /// ([`super::context`]).
     pub state_context_id: Option<String>,
     pub action: Action,
-    /// Interrupts this run resolves (ids), for the activity/state bookkeeping.
-    pub resolves: Vec<String>,
+    /// Interrupts this run resolves, for the activity/state bookkeeping.
+    pub resolves: Vec<InterruptId>,
 }
 
 /// An answer to a waiting task, before it is written in the task's dialect.
@@ -82,7 +82,7 @@ pub(crate) struct Answer {
     pub message_id: String,
     pub reply: Reply,
     /// The interrupts answered (all of `task_id`).
-    pub interrupts: Vec<String>,
+    pub interrupts: Vec<InterruptId>,
     /// The task came from the client's state only (a plain message while it waits): if the
     /// task no longer waits, the message starts a new task in the same context instead.
     pub from_state: bool,
@@ -93,8 +93,8 @@ pub(crate) struct Answer {
 impl Answer {
     /// The answer written as the message for `request` (the task's current question).
     pub(crate) fn message(&self, request: &super::dialect::Request) -> OutgoingMessage {
-        let id = self.interrupts.first().map(String::as_str).unwrap_or("");
-        let written = super::dialect::answer(request, &self.reply, id);
+        let id = self.interrupts.first().map(ToString::to_string);
+        let written = super::dialect::answer(request, &self.reply, id.as_deref().unwrap_or(""));
         OutgoingMessage {
             message_id: self.message_id.clone(),
             parts: written.parts,
@@ -240,10 +240,10 @@ fn client_view(input: &RunAgentInput) -> ClientView<'_> {
     ClientView::of(input.state.as_ref())
 }
 
-/// Interrupt ids the client's state says are open.
-fn pending_ids(input: &RunAgentInput) -> Option<Vec<String>> {
+/// The interrupts the client's state says are open (those whose ids are ours).
+fn pending_ids(input: &RunAgentInput) -> Option<Vec<InterruptId>> {
     let ids = client_view(input).pending_interrupts()?;
-    Some(ids.into_iter().map(str::to_owned).collect())
+    Some(ids.into_iter().filter_map(InterruptId::parse).collect())
 }
 
 /// Every id of the request within `limits.max_id_bytes` (docs/design.md#9-reliability-and-limits):
@@ -480,37 +480,49 @@ pub(crate) struct BadResume(pub String);
 /// Turns `resume[]` into the upstream action. Every entry must be one of our interrupt ids,
 /// all for the same task, and (when the client's state lists open interrupts) cover all
 /// of them and name no other.
-fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<String>), BadResume> {
+fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<InterruptId>), BadResume> {
     let entries: &[ResumeEntry] = &input.resume;
-    let mut task: Option<&str> = None;
+    let mut ids: Vec<InterruptId> = Vec::with_capacity(entries.len());
     for e in entries {
-        let t = interrupt::task_of(&e.interrupt_id)
+        let id = InterruptId::parse(&e.interrupt_id)
             .ok_or_else(|| BadResume(format!("unknown interrupt {:?}", e.interrupt_id)))?;
-        if task.is_some_and(|prev| prev != t) {
+        if ids
+            .first()
+            .is_some_and(|first| first.task_id() != id.task_id())
+        {
             return Err(BadResume(
                 "resume entries name interrupts of different tasks".into(),
             ));
         }
-        task = Some(t);
+        ids.push(id);
     }
-    let task_id = task
+    let task_id = ids
+        .first()
         .ok_or_else(|| BadResume("resume is empty".into()))?
+        .task_id()
         .to_owned();
-    if let Some(open) = pending_ids(input).filter(|p| !p.is_empty()) {
-        if let Some(stale) = entries.iter().find(|e| !open.contains(&e.interrupt_id)) {
+    // Compared by the question they name, however the client spelled them.
+    let open = client_view(input).pending_interrupts().unwrap_or_default();
+    if !open.is_empty() {
+        let open: Vec<(&str, Option<InterruptId>)> = open
+            .into_iter()
+            .map(|raw| (raw, InterruptId::parse(raw)))
+            .collect();
+        let is_open = |id: &InterruptId| open.iter().any(|(_, o)| o.as_ref() == Some(id));
+        if let Some((stale, _)) = entries.iter().zip(&ids).find(|(_, id)| !is_open(id)) {
             return Err(BadResume(format!(
                 "interrupt {:?} is not open on this thread (stale or unknown)",
                 stale.interrupt_id
             )));
         }
-        if let Some(left) = open
+        if let Some((left, _)) = open
             .iter()
-            .find(|id| !entries.iter().any(|e| &e.interrupt_id == *id))
+            .find(|(_, o)| o.as_ref().is_none_or(|o| !ids.contains(o)))
         {
             return Err(BadResume(format!("resume leaves interrupt {left:?} open")));
         }
     }
-    let resolves = entries.iter().map(|e| e.interrupt_id.clone()).collect();
+    let resolves = ids;
     let entry = &entries[0];
     if entries.iter().any(|e| e.status == ResumeStatus::Cancelled) {
         return Ok((Action::Cancel { task_id }, resolves));
@@ -519,7 +531,7 @@ fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<String>), BadResu
     let (reply, message_id) = match (&entry.payload, user) {
         (Some(payload), _) => (
             Reply::Payload(payload.clone()),
-            format!("{}:response", entry.interrupt_id),
+            format!("{}:response", resolves[0]),
         ),
         (None, Some(user)) => (
             Reply::Message(content_parts(user.content.as_ref())),
@@ -618,7 +630,7 @@ mod tests {
             "state": {"a2a": {"contextId": "c", "pendingInterrupts": {"a2a:T:q": {}}}},
             "resume": [{"interruptId": "a2a:T:q", "status": "resolved", "payload": {"approved": true, "text": "yes"}}]}));
         let p = plan(&i).unwrap();
-        assert_eq!(p.resolves, vec!["a2a:T:q".to_owned()]);
+        assert_eq!(p.resolves, vec![InterruptId::parse("a2a:T:q").unwrap()]);
         assert_eq!(p.state_context_id.as_deref(), Some("c"));
         let Action::Answer(a) = p.action else {
             panic!()
@@ -631,6 +643,51 @@ mod tests {
         assert!(
             matches!(&m.parts[1].content, PartContent::Data(d) if d["type"] == "a2a.input.response")
         );
+    }
+
+    #[test]
+    fn a_resume_names_its_task_whatever_its_ids_hold() {
+        // docs/identity.md "Interrupt ids": the task id as it is, the tail escaped.
+        for (raw, task, tail) in [
+            ("a2a:ns:T:1:q", "ns:T:1", "q"),
+            ("a2a:50%:é:q%3A1%25", "50%:é", "q:1%"),
+            ("a2a:ü✓:input-required", "ü✓", "input-required"),
+        ] {
+            let i = input(json!({"threadId": "t", "runId": "r", "messages": [],
+                "state": {"a2a": {"pendingInterrupts": {raw: {}}}},
+                "resume": [{"interruptId": raw, "status": "resolved", "payload": "yes"}]}));
+            let p = plan(&i).unwrap();
+            assert_eq!(p.resolves[0].tail(), tail);
+            let Action::Answer(a) = p.action else {
+                panic!("{raw}")
+            };
+            assert_eq!(a.task_id, task);
+            assert_eq!(a.message_id, format!("{raw}:response"));
+            let cancel = input(json!({"threadId": "t", "runId": "r", "messages": [],
+                "resume": [{"interruptId": raw, "status": "cancelled"}]}));
+            assert_eq!(
+                plan(&cancel).unwrap().action,
+                Action::Cancel {
+                    task_id: task.into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn an_open_interrupt_is_matched_by_the_question_it_names() {
+        // The state and the resume spell one question differently (`%3a` / `%3A`).
+        let i = input(json!({"threadId": "t", "runId": "r", "messages": [],
+            "state": {"a2a": {"pendingInterrupts": {"a2a:T:m%3a1": {}}}},
+            "resume": [{"interruptId": "a2a:T:m%3A1", "status": "resolved", "payload": "y"}]}));
+        assert!(matches!(plan(&i).unwrap().action, Action::Answer(_)));
+        let other_task = input(json!({"threadId": "t", "runId": "r", "messages": [],
+            "resume": [{"interruptId": "a2a:T:1:q", "status": "resolved", "payload": "y"},
+                {"interruptId": "a2a:T:2:q", "status": "resolved", "payload": "y"}]}));
+        assert!(matches!(
+            plan(&other_task).unwrap().action,
+            Action::Refuse(_)
+        ));
     }
 
     #[test]
