@@ -208,11 +208,18 @@ async fn openapi() -> Response {
     resp
 }
 
-async fn list_agents(State(s): State<AppState>) -> Json<serde_json::Value> {
-    Json(json!({"agents": s.registry.all().map(|a| a.summary()).collect::<Vec<_>>()}))
+/// `GET /agents`.
+#[derive(Debug, serde::Serialize)]
+struct AgentList {
+    agents: Vec<crate::registry::AgentSummary>,
 }
 
-async fn get_agent(AgentRef(agent): AgentRef) -> Json<serde_json::Value> {
+async fn list_agents(State(s): State<AppState>) -> Json<AgentList> {
+    let agents = s.registry.all().map(|a| a.summary()).collect();
+    Json(AgentList { agents })
+}
+
+async fn get_agent(AgentRef(agent): AgentRef) -> Json<crate::registry::AgentSummary> {
     Json(agent.detail())
 }
 

@@ -100,9 +100,9 @@ fn describe(agent: &Agent) -> Value {
     json!({
         "name": agent.settings.name,
         "className": "A2AAgent",
-        "description": summary["description"].as_str().unwrap_or_default(),
+        "description": summary.description.unwrap_or_default(),
         "capabilities": {
-            "transport": {"streaming": summary["streaming"].as_bool().unwrap_or(false), "resumable": true},
+            "transport": {"streaming": summary.streaming.unwrap_or(false), "resumable": true},
             "state": {"snapshots": true, "deltas": true},
             "humanInTheLoop": {"supported": true, "interrupts": true},
         },
