@@ -9,6 +9,7 @@
 //! rebuilt from A2A
 //! carries the ids the client already holds. threadId and runId are never sent.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::dialect::Reply;
@@ -27,8 +28,11 @@ pub(crate) enum Mode {
     Send,
 }
 
-/// `forwardedProps.a2a`, parsed and checked.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// `forwardedProps.a2a`, parsed (docs/design.md#5-run-options): absent or `null` is the
+/// default, a wrong value is `422 invalid_forwarded_props` naming its key, unknown keys are
+/// ignored. Read with serde through [`Props`], whose fields spell the keys.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "Props")]
 pub(crate) struct RunOptions {
     pub mode: Option<Mode>,
     pub context_id: Option<String>,
@@ -37,6 +41,146 @@ pub(crate) struct RunOptions {
     pub history_length: Option<u32>,
     /// The run's forwarding cues (docs/design.md#5-run-options, docs/design.md#8-forwarding-lane).
     pub cues: CueOverrides,
+}
+
+/// The keys of `forwardedProps.a2a` as they are written, each read by a function that
+/// refuses a wrong value with that key's own message. Absent keys are not set.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Props {
+    #[serde(deserialize_with = "props::mode")]
+    mode: Option<Mode>,
+    #[serde(deserialize_with = "props::context_id")]
+    context_id: Option<String>,
+    #[serde(deserialize_with = "props::task_id")]
+    task_id: Option<String>,
+    #[serde(deserialize_with = "props::subscribe_only")]
+    subscribe_only: bool,
+    #[serde(deserialize_with = "props::history_length")]
+    history_length: Option<u32>,
+    #[serde(deserialize_with = "props::forward_context")]
+    forward_context: Option<bool>,
+    #[serde(deserialize_with = "props::forward_tools")]
+    forward_tools: Option<bool>,
+    #[serde(deserialize_with = "props::include_system_messages")]
+    include_system_messages: Option<bool>,
+    #[serde(deserialize_with = "props::include_developer_messages")]
+    include_developer_messages: Option<bool>,
+    #[serde(deserialize_with = "props::forward_state")]
+    forward_state: Option<Option<StateForm>>,
+}
+
+impl From<Props> for RunOptions {
+    fn from(p: Props) -> Self {
+        Self {
+            mode: p.mode,
+            context_id: p.context_id,
+            task_id: p.task_id,
+            subscribe_only: p.subscribe_only,
+            history_length: p.history_length,
+            cues: CueOverrides {
+                context: p.forward_context,
+                tools: p.forward_tools,
+                system: p.include_system_messages,
+                developer: p.include_developer_messages,
+                state: p.forward_state,
+            },
+        }
+    }
+}
+
+/// One reader per key of [`Props`]: the value's type read by serde, any failure replaced by
+/// the key's message (`forwardedProps.a2a.<key> must be …`). `null` reads as absent.
+mod props {
+    use serde::de::{Deserialize, Deserializer, Error};
+
+    use super::{Mode, StateForm};
+
+    fn wrong<E: Error>(key: &str, must: &str) -> E {
+        E::custom(format!("forwardedProps.a2a.{key} must be {must}"))
+    }
+
+    fn string<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Option<String>, D::Error> {
+        match Option::<String>::deserialize(d) {
+            Ok(s) if s.as_deref() != Some("") => Ok(s),
+            _ => Err(wrong(key, "a non-empty string")),
+        }
+    }
+
+    fn flag<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Option<bool>, D::Error> {
+        Option::<bool>::deserialize(d).map_err(|_| wrong(key, "a boolean"))
+    }
+
+    pub(super) fn mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Mode>, D::Error> {
+        match string(d, "mode")?.as_deref() {
+            None => Ok(None),
+            Some("stream") => Ok(Some(Mode::Stream)),
+            Some("send") => Ok(Some(Mode::Send)),
+            Some(other) => Err(wrong(
+                "mode",
+                &format!("\"stream\" or \"send\", not {other:?}"),
+            )),
+        }
+    }
+
+    pub(super) fn context_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        string(d, "contextId")
+    }
+
+    pub(super) fn task_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        string(d, "taskId")
+    }
+
+    pub(super) fn subscribe_only<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        flag(d, "subscribeOnly").map(Option::unwrap_or_default)
+    }
+
+    pub(super) fn history_length<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        Option::<u32>::deserialize(d).map_err(|_| wrong("historyLength", "a non-negative integer"))
+    }
+
+    pub(super) fn forward_context<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<bool>, D::Error> {
+        flag(d, "forwardContext")
+    }
+
+    pub(super) fn forward_tools<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        flag(d, "forwardTools")
+    }
+
+    pub(super) fn include_system_messages<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<bool>, D::Error> {
+        flag(d, "includeSystemMessages")
+    }
+
+    pub(super) fn include_developer_messages<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<bool>, D::Error> {
+        flag(d, "includeDeveloperMessages")
+    }
+
+    /// `true` / `"whole"`, `"patch"`, or `false` (no state).
+    pub(super) fn forward_state<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<StateForm>>, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Flag(bool),
+            Form(String),
+        }
+        let must = || wrong("forwardState", "true, false, \"whole\" or \"patch\"");
+        match Option::<Written>::deserialize(d).map_err(|_| must())? {
+            None => Ok(None),
+            Some(Written::Flag(false)) => Ok(Some(None)),
+            Some(Written::Flag(true)) => Ok(Some(Some(StateForm::Whole))),
+            Some(Written::Form(f)) if f == "whole" => Ok(Some(Some(StateForm::Whole))),
+            Some(Written::Form(f)) if f == "patch" => Ok(Some(Some(StateForm::Patch))),
+            Some(Written::Form(_)) => Err(must()),
+        }
+    }
 }
 
 fn bad_props(message: impl Into<String>) -> RequestError {
@@ -157,81 +301,23 @@ impl Plan {
 }
 
 impl RunOptions {
-    /// Parses `forwardedProps.a2a`; wrong types are a 422, unknown keys are ignored.
+    /// Reads `forwardedProps.a2a` (none, or not an object: the defaults).
     pub(crate) fn parse(input: &RunAgentInput) -> Result<Self, RequestError> {
-        let Some(props) = input.a2a_props() else {
-            return Ok(Self::default());
-        };
-        let string = |key: &str| -> Result<Option<String>, RequestError> {
-            match props.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-                Some(_) => Err(bad_props(format!(
-                    "forwardedProps.a2a.{key} must be a non-empty string"
-                ))),
-            }
-        };
-        let mode = match string("mode")?.as_deref() {
-            None => None,
-            Some("stream") => Some(Mode::Stream),
-            Some("send") => Some(Mode::Send),
-            Some(other) => {
-                return Err(bad_props(format!(
-                    "forwardedProps.a2a.mode must be \"stream\" or \"send\", not {other:?}"
-                )))
-            }
-        };
-        let subscribe_only = match props.get("subscribeOnly") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
-                return Err(bad_props(
-                    "forwardedProps.a2a.subscribeOnly must be a boolean",
-                ))
-            }
-        };
-        let history_length =
-            match props.get("historyLength") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
-                    || bad_props("forwardedProps.a2a.historyLength must be a non-negative integer"),
-                )?),
-            };
-        let flag = |key: &str| -> Result<Option<bool>, RequestError> {
-            match props.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::Bool(b)) => Ok(Some(*b)),
-                Some(_) => Err(bad_props(format!(
-                    "forwardedProps.a2a.{key} must be a boolean"
-                ))),
-            }
-        };
-        let state =
-            match props.get("forwardState") {
-                None | Some(Value::Null) => None,
-                Some(Value::Bool(false)) => Some(None),
-                Some(Value::Bool(true)) => Some(Some(StateForm::Whole)),
-                Some(Value::String(s)) if s == "whole" => Some(Some(StateForm::Whole)),
-                Some(Value::String(s)) if s == "patch" => Some(Some(StateForm::Patch)),
-                Some(_) => return Err(bad_props(
-                    "forwardedProps.a2a.forwardState must be true, false, \"whole\" or \"patch\"",
-                )),
-            };
-        let cues = CueOverrides {
-            context: flag("forwardContext")?,
-            tools: flag("forwardTools")?,
-            system: flag("includeSystemMessages")?,
-            developer: flag("includeDeveloperMessages")?,
-            state,
-        };
-        Ok(Self {
-            mode,
-            context_id: string("contextId")?,
-            task_id: string("taskId")?,
-            subscribe_only,
-            history_length,
-            cues,
-        })
+        match input.a2a_props() {
+            None => Ok(Self::default()),
+            Some(props) => Self::deserialize(props).map_err(|e| bad_props(e.to_string())),
+        }
+    }
+
+    /// The options of a reattach to `task_id` in `context_id` (`subscribeOnly`), as
+    /// CopilotKit's `connect` runs it.
+    pub(crate) fn subscribe(task_id: String, context_id: String) -> Self {
+        Self {
+            subscribe_only: true,
+            task_id: Some(task_id),
+            context_id: Some(context_id),
+            ..Self::default()
+        }
     }
 }
 
@@ -341,9 +427,9 @@ fn content_part(item: &Value) -> Option<Part> {
     }
 }
 
-/// Builds the run's plan. `Err` is a request problem (422 before the stream).
-pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
-    let options = RunOptions::parse(input)?;
+/// Builds the run's plan with its `options` (read from the input with [`RunOptions::parse`],
+/// or given by the route). `Err` is a request problem (422 before the stream).
+pub(crate) fn plan(input: &RunAgentInput, options: RunOptions) -> Result<Plan, RequestError> {
     let state_context_id = client_view(input).context_id().map(str::to_owned);
     let user = latest_user_message(input);
     if options.subscribe_only {
@@ -563,6 +649,11 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
+    /// The plan of a run whose options are its own `forwardedProps.a2a`.
+    fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
+        super::plan(input, RunOptions::parse(input)?)
+    }
+
     #[test]
     fn sends_only_the_latest_user_message_with_its_id() {
         let i = input(json!({"threadId": "t", "runId": "r", "messages": [
@@ -622,6 +713,113 @@ mod tests {
             json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "  "}]}),
         );
         assert_eq!(plan(&blank).unwrap_err().code(), "empty_message");
+    }
+
+    #[test]
+    fn run_options_read_every_key_and_name_the_one_that_is_wrong() {
+        let options = |a2a: Value| {
+            let body = json!({"threadId": "t", "runId": "r", "messages": [],
+                "forwardedProps": {"a2a": a2a, "other": 1}});
+            RunOptions::parse(&input(body))
+        };
+        let all = options(json!({"mode": "send", "contextId": "c", "taskId": "t",
+            "subscribeOnly": true, "historyLength": 3, "forwardContext": true,
+            "forwardTools": false, "includeSystemMessages": true, "includeDeveloperMessages": null,
+            "forwardState": "patch", "unknownKey": [1]}))
+        .unwrap();
+        assert_eq!(
+            all,
+            RunOptions {
+                mode: Some(Mode::Send),
+                context_id: Some("c".into()),
+                task_id: Some("t".into()),
+                subscribe_only: true,
+                history_length: Some(3),
+                cues: CueOverrides {
+                    context: Some(true),
+                    tools: Some(false),
+                    system: Some(true),
+                    developer: None,
+                    state: Some(Some(StateForm::Patch)),
+                },
+            }
+        );
+        let nulls = json!({"mode": null, "contextId": null, "subscribeOnly": null,
+            "historyLength": null, "forwardState": null});
+        for defaults in [json!({}), nulls, json!("not an object"), json!(null)] {
+            assert_eq!(options(defaults).unwrap(), RunOptions::default());
+        }
+        for (state, form) in [
+            (json!(true), Some(StateForm::Whole)),
+            (json!("whole"), Some(StateForm::Whole)),
+            (json!(false), None),
+        ] {
+            let read = options(json!({"forwardState": state})).unwrap();
+            assert_eq!(read.cues.state, Some(form));
+        }
+        // The messages of before, word for word.
+        for (a2a, message) in [
+            (
+                json!({"mode": "fast"}),
+                r#"forwardedProps.a2a.mode must be "stream" or "send", not "fast""#,
+            ),
+            (
+                json!({"mode": 1}),
+                "forwardedProps.a2a.mode must be a non-empty string",
+            ),
+            (
+                json!({"contextId": ""}),
+                "forwardedProps.a2a.contextId must be a non-empty string",
+            ),
+            (
+                json!({"taskId": {}}),
+                "forwardedProps.a2a.taskId must be a non-empty string",
+            ),
+            (
+                json!({"subscribeOnly": "yes"}),
+                "forwardedProps.a2a.subscribeOnly must be a boolean",
+            ),
+            (
+                json!({"historyLength": -1}),
+                "forwardedProps.a2a.historyLength must be a non-negative integer",
+            ),
+            (
+                json!({"historyLength": 1.5}),
+                "forwardedProps.a2a.historyLength must be a non-negative integer",
+            ),
+            (
+                json!({"historyLength": 5_000_000_000u64}),
+                "forwardedProps.a2a.historyLength must be a non-negative integer",
+            ),
+            (
+                json!({"forwardContext": 1}),
+                "forwardedProps.a2a.forwardContext must be a boolean",
+            ),
+            (
+                json!({"forwardTools": "true"}),
+                "forwardedProps.a2a.forwardTools must be a boolean",
+            ),
+            (
+                json!({"includeSystemMessages": []}),
+                "forwardedProps.a2a.includeSystemMessages must be a boolean",
+            ),
+            (
+                json!({"includeDeveloperMessages": 0}),
+                "forwardedProps.a2a.includeDeveloperMessages must be a boolean",
+            ),
+            (
+                json!({"forwardState": "diff"}),
+                r#"forwardedProps.a2a.forwardState must be true, false, "whole" or "patch""#,
+            ),
+            (
+                json!({"forwardState": 1}),
+                r#"forwardedProps.a2a.forwardState must be true, false, "whole" or "patch""#,
+            ),
+        ] {
+            let e = options(a2a.clone()).unwrap_err();
+            assert_eq!(e.code(), "invalid_forwarded_props");
+            assert_eq!(e.to_string(), message, "{a2a}");
+        }
     }
 
     #[test]
