@@ -1,8 +1,9 @@
-//! A2A task history -> AG-UI `Message[]`: the one function that rebuilds a conversation
-//! (reattach, pick-up). Agent turns keep their A2A messageIds, user turns the ids the client
-//! sent (docs/design.md#4-threads-and-contexts), and an artifact's text is the message the live
-//! projection streamed for
-//! it ([`artifact_message_id`]), so a snapshot carries the ids the client already holds.
+//! A2A task history -> AG-UI `Message[]` ([`event::Message`], what a `MESSAGES_SNAPSHOT`
+//! carries): the one function that rebuilds a conversation (reattach, pick-up), and the merge
+//! with the messages the client holds. Agent turns keep their A2A messageIds, user turns the
+//! ids the client sent (docs/design.md#4-threads-and-contexts), and an artifact's text is the
+//! message the live projection streamed for it ([`artifact_message_id`]), so a snapshot
+//! carries the ids the client already holds. Pure.
 
 use serde_json::Value;
 
