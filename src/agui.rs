@@ -3,6 +3,8 @@
 
 pub(crate) mod event;
 pub(crate) mod input;
+pub(crate) mod role;
 
 pub(crate) use event::{Event, Interrupt, Outcome};
 pub(crate) use input::RunAgentInput;
+pub(crate) use role::Role;

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::bridge::interrupt::InterruptId;
 use crate::redact::Shown;
 
 pub(crate) mod memory;
@@ -181,7 +182,7 @@ impl BindingStore {
     pub(crate) async fn claim_answer(
         &self,
         agent: &str,
-        interrupt_id: &str,
+        interrupt_id: &InterruptId,
         ttl: std::time::Duration,
     ) -> bool {
         match &self.kind {
@@ -197,7 +198,7 @@ impl BindingStore {
     }
 
     /// Gives a claim back: the upstream did not take the answer, another may be sent.
-    pub(crate) async fn release_answer(&self, agent: &str, interrupt_id: &str) {
+    pub(crate) async fn release_answer(&self, agent: &str, interrupt_id: &InterruptId) {
         match &self.kind {
             Kind::Memory(m) => m.release_answer(agent, interrupt_id),
             Kind::Redis(r) => {

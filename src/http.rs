@@ -208,11 +208,18 @@ async fn openapi() -> Response {
     resp
 }
 
-async fn list_agents(State(s): State<AppState>) -> Json<serde_json::Value> {
-    Json(json!({"agents": s.registry.all().map(|a| a.summary()).collect::<Vec<_>>()}))
+/// `GET /agents`.
+#[derive(Debug, serde::Serialize)]
+struct AgentList {
+    agents: Vec<crate::registry::AgentSummary>,
 }
 
-async fn get_agent(AgentRef(agent): AgentRef) -> Json<serde_json::Value> {
+async fn list_agents(State(s): State<AppState>) -> Json<AgentList> {
+    let agents = s.registry.all().map(|a| a.summary()).collect();
+    Json(AgentList { agents })
+}
+
+async fn get_agent(AgentRef(agent): AgentRef) -> Json<crate::registry::AgentSummary> {
     Json(agent.detail())
 }
 
@@ -360,8 +367,18 @@ pub(crate) async fn run_agent(
     caller: Caller,
     req: Request,
 ) -> Result<Response, RequestError> {
-    let (input, headers, permit) = read_run(&s, &caller, req).await?;
-    start_run(&s, agent, &caller, &headers, input, permit, "run").await
+    let body = read_run(&s, &caller, req).await?;
+    let options = request::RunOptions::parse(&body.input)?;
+    start_run(&s, agent, &caller, body, options, "run").await
+}
+
+/// A run request as read: its body, its headers (for the trace context) and the run slot
+/// it holds.
+#[derive(Debug)]
+pub(crate) struct RunBody {
+    pub input: RunAgentInput,
+    pub headers: HeaderMap,
+    pub permit: OwnedSemaphorePermit,
 }
 
 /// Reads a run's body within its limits, once the caller's rate and a run slot allow it.
@@ -369,7 +386,7 @@ pub(crate) async fn read_run(
     s: &AppState,
     caller: &Caller,
     req: Request,
-) -> Result<(RunAgentInput, HeaderMap, OwnedSemaphorePermit), RequestError> {
+) -> Result<RunBody, RequestError> {
     if let Some(limiter) = &s.run_limiter {
         let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
         let key = ratelimit::RunLimiter::key(&caller.name, caller.name == auth::ANONYMOUS, addr);
@@ -391,7 +408,11 @@ pub(crate) async fn read_run(
         .map_err(|_| RequestError::TooManyRuns(s.limits.max_concurrent_runs))?;
     let body = read_body(s, req.into_body()).await?;
     let input = parse_input(&body, &s.limits)?;
-    Ok((input, headers, permit))
+    Ok(RunBody {
+        input,
+        headers,
+        permit,
+    })
 }
 
 /// A request body, within `limits.max_body_bytes` and `timeouts.body_read`.
@@ -404,25 +425,29 @@ pub(crate) async fn read_body(s: &AppState, body: Body) -> Result<bytes::Bytes, 
         .map_err(|e| body_error(&e, limit))
 }
 
-/// Plans the run, checks the ids it names are the caller's, and streams it; `what` names
-/// the request in the log (`run`, or CopilotKit's `connect`).
+/// Plans the run with its `options`, checks the ids it names are the caller's, and streams
+/// it; `what` names the request in the log (`run`, or CopilotKit's `connect`).
 pub(crate) async fn start_run(
     s: &AppState,
     agent: Arc<Agent>,
     caller: &Caller,
-    headers: &HeaderMap,
-    input: RunAgentInput,
-    permit: OwnedSemaphorePermit,
+    body: RunBody,
+    options: request::RunOptions,
     what: &'static str,
 ) -> Result<Response, RequestError> {
-    let plan = request::plan(&input)?;
+    let RunBody {
+        input,
+        headers,
+        permit,
+    } = body;
+    let plan = request::plan(&input, options)?;
     check_ownership(s, &agent, caller, &plan).await?;
     // docs/design.md#10-observability: the run's span, child of the client's `traceparent`; logs
     // carry its id.
     let trace = s
         .traces
         .as_ref()
-        .map(|t| t.run(headers, &agent.settings.name, &input.thread_id));
+        .map(|t| t.run(&headers, &agent.settings.name, &input.thread_id));
     let trace_id = trace.as_ref().map(|t| t.trace_id()).unwrap_or_default();
     tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), trace_id, "{what}");
     // Contexts not created through the gateway (docs/design.md#11-security).

@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::a2a::card::{self, AgentCard};
 use crate::a2a::client::{Client, Endpoint};
@@ -122,37 +122,97 @@ impl Agent {
     }
 
     /// The summary served by `GET /agents`.
-    pub fn summary(&self) -> Value {
-        let mut v = json!({"name": self.settings.name, "ready": self.resolved().is_some()});
-        if let Some(r) = self.resolved() {
-            v["description"] = json!(r.card.description);
-            v["protocolVersion"] = json!(r.version().as_str());
-            v["binding"] = json!(r.client.binding().as_str());
-            v["url"] = json!(r.client.endpoint_url());
-            if let Some(tenant) = r.client.tenant() {
-                v["tenant"] = json!(tenant);
+    pub(crate) fn summary(&self) -> AgentSummary {
+        self.summary_of(self.resolved().as_deref())
+    }
+
+    fn summary_of(&self, resolved: Option<&Resolved>) -> AgentSummary {
+        let mut summary = AgentSummary {
+            binding: None,
+            card: None,
+            description: None,
+            error: None,
+            name: self.settings.name.clone(),
+            protocol_version: None,
+            ready: resolved.is_some(),
+            skills: None,
+            streaming: None,
+            tenant: None,
+            url: None,
+        };
+        match resolved {
+            Some(r) => {
+                summary.binding = Some(r.client.binding().as_str());
+                summary.description = Some(r.card.description.clone());
+                summary.protocol_version = Some(r.version().as_str());
+                summary.skills = Some(r.card.skills.clone());
+                summary.streaming = Some(r.streaming);
+                summary.tenant = r.client.tenant().map(str::to_owned);
+                summary.url = Some(r.client.endpoint_url());
             }
-            v["streaming"] = json!(r.streaming);
-            v["skills"] = json!(r.card.skills);
-        } else if let Some(e) = self.last_error.read().ok().and_then(|e| e.clone()) {
-            v["error"] = json!(e);
+            None => summary.error = self.last_error.read().ok().and_then(|e| e.clone()),
         }
-        v
+        summary
     }
 
     /// The detail served by `GET /agents/{name}`: the summary plus the card's identity and
     /// the endpoint in use.
-    pub fn detail(&self) -> Value {
-        let mut v = self.summary();
-        if let Some(r) = self.resolved() {
-            let mut card = json!({"name": r.card.name, "endpoint": r.client.endpoint_url()});
-            if let Some(version) = &r.card.version {
-                card["version"] = json!(version);
-            }
-            v["card"] = card;
+    pub(crate) fn detail(&self) -> AgentSummary {
+        let resolved = self.resolved();
+        AgentSummary {
+            card: resolved.as_deref().map(|r| CardIdentity {
+                endpoint: r.client.endpoint_url(),
+                name: r.card.name.clone(),
+                version: r.card.version.clone(),
+            }),
+            ..self.summary_of(resolved.as_deref())
         }
-        v
     }
+}
+
+/// An agent as `GET /agents` lists it (docs/design.md#3-http-surface), and with `card` as
+/// `GET /agents/{name}` shows it: what its card says once the card was read (`ready`), else
+/// why it could not be read (`error`, once a read failed); never credentials or URL
+/// userinfo. Fields in alphabetical order, the order the JSON maps used before this type
+/// wrote them, so the bytes on the wire are unchanged.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AgentSummary {
+    /// The A2A binding in use (`JSONRPC`, `HTTP+JSON`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binding: Option<&'static str>,
+    /// `GET /agents/{name}` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub card: Option<CardIdentity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub name: String,
+    /// `"1.0"` or `"0.3"`: the version spoken with the agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<&'static str>,
+    pub ready: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<card::Skill>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<bool>,
+    /// The tenant sent on every call, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// The selected interface's URL, userinfo redacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// The card's identity and the endpoint in use.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct CardIdentity {
+    /// The endpoint URL, userinfo redacted.
+    pub endpoint: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Cards larger than this are refused (a card is a few KiB).
@@ -414,6 +474,42 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
+
+    #[test]
+    fn summaries_keep_the_json_of_before() {
+        let agent = resolved_agent(card::Binding::JsonRpc, ProtocolVersion::V1, Some("acme"));
+        *agent.resolved.write().unwrap() = None;
+        assert_eq!(
+            serde_json::to_string(&agent.detail()).unwrap(),
+            r#"{"name":"a","ready":false}"#
+        );
+        *agent.last_error.write().unwrap() = Some("refused".into());
+        assert_eq!(
+            serde_json::to_string(&agent.summary()).unwrap(),
+            r#"{"error":"refused","name":"a","ready":false}"#
+        );
+        let agent = resolved_agent(card::Binding::JsonRpc, ProtocolVersion::V1, Some("acme"));
+        let resolved = agent.resolved().unwrap();
+        let card = &resolved.card;
+        // As the JSON maps of before wrote it: keys sorted, no userinfo.
+        let mut before = json!({"name": "a", "ready": true, "description": card.description,
+            "protocolVersion": "1.0", "binding": "JSONRPC", "url": "http://127.0.0.1:9/rest",
+            "tenant": "acme", "streaming": true, "skills": card.skills});
+        assert_eq!(
+            serde_json::to_string(&agent.summary()).unwrap(),
+            before.to_string()
+        );
+        let mut identity = json!({"name": card.name, "endpoint": "http://127.0.0.1:9/rest"});
+        if let Some(version) = &card.version {
+            identity["version"] = json!(version);
+        }
+        before["card"] = identity;
+        assert_eq!(
+            serde_json::to_string(&agent.detail()).unwrap(),
+            before.to_string()
+        );
+    }
 
     /// An agent whose card resolved to `binding`, `version` and `tenant`.
     fn resolved_agent(
@@ -461,7 +557,7 @@ mod tests {
         let schema = &spec["components"]["schemas"]["Agent"];
         for (binding, version) in card::SPOKEN {
             let agent = resolved_agent(*binding, *version, Some("acme"));
-            let detail = agent.detail();
+            let detail = serde_json::to_value(agent.detail()).unwrap();
             assert_eq!(detail["binding"], binding.as_str());
             assert_eq!(detail["url"], "http://127.0.0.1:9/rest", "no userinfo");
             assert_eq!(detail["tenant"], "acme");
@@ -478,7 +574,8 @@ mod tests {
             assert!(bindings.contains(&json!(binding.as_str())), "{binding:?}");
         }
         let untenanted = resolved_agent(card::Binding::JsonRpc, ProtocolVersion::V1, None);
-        assert!(untenanted.summary().get("tenant").is_none());
+        let summary = serde_json::to_value(untenanted.summary()).unwrap();
+        assert!(summary.get("tenant").is_none());
     }
 
     #[test]

@@ -69,15 +69,16 @@ pub struct Capabilities {
     pub extensions: Vec<Value>,
 }
 
-/// One advertised skill.
+/// One advertised skill, as `GET /agents` shows it (fields in alphabetical order: the order
+/// in which the gateway has always written them).
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Skill {
-    pub id: String,
-    pub name: String,
     pub description: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
+    pub id: String,
+    pub name: String,
 }
 
 /// The card URLs to try for a configured agent URL, in order.

@@ -8,12 +8,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-/// Role of the agent's text messages.
-pub(crate) const ASSISTANT: &str = "assistant";
-/// Role of a tool result message.
-pub(crate) const TOOL: &str = "tool";
-/// Role of a user's text message (re-streamed only when a pick-up snapshot leaves it out).
-pub(crate) const USER: &str = "user";
+use super::Role;
 
 /// One AG-UI event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,7 +37,7 @@ pub(crate) enum Event {
     },
     TextMessageStart {
         message_id: String,
-        role: &'static str,
+        role: Role,
     },
     TextMessageContent {
         message_id: String,
@@ -68,7 +63,7 @@ pub(crate) enum Event {
         message_id: String,
         tool_call_id: String,
         content: String,
-        role: &'static str,
+        role: Role,
     },
     /// The whole state, already serialized: a snapshot is written once, never held as a
     /// second copy of the document's value tree.
@@ -80,7 +75,7 @@ pub(crate) enum Event {
         delta: Vec<json_patch::PatchOperation>,
     },
     MessagesSnapshot {
-        messages: Vec<Value>,
+        messages: Vec<Message>,
     },
     ActivitySnapshot {
         message_id: String,
@@ -159,6 +154,128 @@ pub(crate) struct Interrupt {
     pub metadata: Option<Value>,
 }
 
+/// One message of a `MESSAGES_SNAPSHOT` (AG-UI 1.0 `Message`): a turn rebuilt from A2A
+/// history, or a client's own message echoed back as it sent it.
+///
+/// The fields are declared in alphabetical order, the order in which the JSON maps used
+/// before this type wrote them, so a rebuilt message's bytes on the wire are unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Message {
+    /// Text for rebuilt turns (`""` while a rebuilt reply has none yet); an echoed message's
+    /// content as the client sent it (a string or content parts). Absent on an assistant
+    /// message that only calls tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+    pub id: String,
+    pub role: Role,
+    /// The call a `tool` message answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The calls of a rebuilt assistant message (an echoed message keeps its own in `rest`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// Every other field of an echoed client message, unchanged.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
+}
+
+impl Message {
+    /// A text message.
+    pub(crate) fn text(id: impl Into<String>, role: Role, text: impl Into<String>) -> Self {
+        Self {
+            content: Some(Value::String(text.into())),
+            ..Self::bare(id.into(), role)
+        }
+    }
+
+    /// An assistant message that calls one tool: `arguments` is JSON text.
+    pub(crate) fn tool_call(id: String, name: String, arguments: String) -> Self {
+        Self {
+            tool_calls: vec![ToolCall {
+                function: FunctionCall { arguments, name },
+                id: id.clone(),
+                kind: "function",
+            }],
+            ..Self::bare(id, Role::Assistant)
+        }
+    }
+
+    /// A `tool` message: the result of the call `tool_call_id`, as text.
+    pub(crate) fn tool_result(id: String, tool_call_id: String, content: String) -> Self {
+        Self {
+            content: Some(Value::String(content)),
+            tool_call_id: Some(tool_call_id),
+            ..Self::bare(id, Role::Tool)
+        }
+    }
+
+    fn bare(id: String, role: Role) -> Self {
+        Self {
+            content: None,
+            id,
+            role,
+            tool_call_id: None,
+            tool_calls: Vec::new(),
+            rest: serde_json::Map::new(),
+        }
+    }
+
+    /// The text content, if the content is text.
+    pub(crate) fn text_content(&self) -> Option<&str> {
+        self.content.as_ref().and_then(Value::as_str)
+    }
+}
+
+impl From<&super::input::Message> for Message {
+    /// The client's message as it sent it.
+    fn from(m: &super::input::Message) -> Self {
+        Self {
+            content: m.content.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+            rest: m.rest.clone(),
+            ..Self::bare(m.id.clone(), m.role.clone())
+        }
+    }
+}
+
+impl From<Message> for super::input::Message {
+    /// A snapshot's message as a client would send it back: what a client holds after the
+    /// snapshot (CopilotKit's `connect` runs as that client).
+    fn from(m: Message) -> Self {
+        let mut rest = m.rest;
+        if !m.tool_calls.is_empty() {
+            rest.insert("toolCalls".into(), serde_json::json!(m.tool_calls));
+        }
+        Self {
+            id: m.id,
+            role: m.role,
+            content: m.content,
+            tool_call_id: m.tool_call_id,
+            rest,
+        }
+    }
+}
+
+/// One call of an assistant message (AG-UI 1.0 `ToolCall`); fields in alphabetical order, as
+/// [`Message`]'s.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ToolCall {
+    pub function: FunctionCall,
+    pub id: String,
+    /// Always `"function"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+}
+
+/// The function a [`ToolCall`] calls.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct FunctionCall {
+    /// The arguments as JSON text.
+    pub arguments: String,
+    pub name: String,
+}
+
 /// Appends one event as compact JSON (no newlines) to `out`.
 pub(crate) fn encode_into(event: &Event, out: &mut Vec<u8>) {
     let mark = out.len();
@@ -203,11 +320,47 @@ mod tests {
         assert_eq!(encode(&e), r#"{"type":"RUN_ERROR","message":"m"}"#);
         let e = Event::TextMessageStart {
             message_id: "m".into(),
-            role: ASSISTANT,
+            role: Role::Assistant,
         };
         assert_eq!(
             encode(&e),
             r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#
+        );
+    }
+
+    #[test]
+    fn snapshot_messages_keep_the_bytes_of_before() {
+        let e = Event::MessagesSnapshot {
+            messages: vec![
+                Message::text("u", Role::User, "hi"),
+                Message::tool_call("c1".into(), "pick".into(), "{}".into()),
+                Message::tool_result("c1:result".into(), "c1".into(), "red".into()),
+            ],
+        };
+        // As the `json!` maps of before wrote them (keys sorted).
+        let before = json!([
+            {"id": "u", "role": "user", "content": "hi"},
+            {"id": "c1", "role": "assistant", "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "pick", "arguments": "{}"}}]},
+            {"id": "c1:result", "role": "tool", "toolCallId": "c1", "content": "red"}]);
+        assert_eq!(
+            encode(&e),
+            format!(r#"{{"type":"MESSAGES_SNAPSHOT","messages":{before}}}"#)
+        );
+    }
+
+    #[test]
+    fn a_clients_message_is_echoed_as_sent_and_read_back_the_same() {
+        let sent = json!({"id": "a", "role": "assistant", "name": "bot", "toolCalls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]});
+        let client: crate::agui::input::Message = serde_json::from_value(sent.clone()).unwrap();
+        let echoed = Message::from(&client);
+        assert_eq!(serde_json::to_value(&echoed).unwrap(), sent);
+        let rebuilt = Message::tool_call("c".into(), "f".into(), "{}".into());
+        let held = crate::agui::input::Message::from(rebuilt.clone());
+        assert_eq!(
+            serde_json::to_value(Message::from(&held)).unwrap(),
+            serde_json::to_value(rebuilt).unwrap()
         );
     }
 }

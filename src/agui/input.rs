@@ -1,11 +1,14 @@
 //! `RunAgentInput`, the body of `POST /agents/{name}` (AG-UI 1.0, agui.md §4).
 //!
 //! Parsed leniently so 0.0.x and 1.0 clients both work: unknown fields are ignored, `null`
-//! reads as absent, `tools`/`context` default to empty, every message role is accepted.
+//! reads as absent, `tools`/`context` default to empty, every message role is accepted
+//! (an unknown one as [`Role::Other`]).
 //! Only `threadId`, `runId` and `messages` are required.
 
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+
+use super::Role;
 
 fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
@@ -59,31 +62,16 @@ impl RunAgentInput {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Message {
     pub id: String,
-    pub role: String,
+    pub role: Role,
     /// A string, an array of content parts, or absent (assistant messages with tool calls).
     #[serde(default)]
     pub content: Option<Value>,
     #[serde(default)]
     pub tool_call_id: Option<String>,
-    /// Every other field, kept so the message can be echoed back unchanged.
+    /// Every other field, kept so the message can be echoed back unchanged
+    /// ([`super::event::Message`]'s `From`).
     #[serde(flatten)]
     pub rest: serde_json::Map<String, Value>,
-}
-
-impl Message {
-    /// The message as the client sent it.
-    pub(crate) fn to_json(&self) -> Value {
-        let mut m = self.rest.clone();
-        m.insert("id".into(), Value::String(self.id.clone()));
-        m.insert("role".into(), Value::String(self.role.clone()));
-        if let Some(c) = &self.content {
-            m.insert("content".into(), c.clone());
-        }
-        if let Some(t) = &self.tool_call_id {
-            m.insert("toolCallId".into(), Value::String(t.clone()));
-        }
-        Value::Object(m)
-    }
 }
 
 /// An answer to an interrupt (AG-UI 1.0 `ResumeEntry`).
@@ -118,6 +106,15 @@ mod tests {
         .unwrap();
         assert!(input.state.is_none());
         assert!(input.is_v1_client());
+    }
+
+    #[test]
+    fn a_message_of_an_unknown_role_is_echoed_unchanged() {
+        let sent = json!({"id": "m", "role": "reasoning", "content": "hmm", "encryptedValue": "x"});
+        let m: Message = serde_json::from_value(sent.clone()).unwrap();
+        assert_eq!(m.role, Role::Other("reasoning".into()));
+        let echoed = super::super::event::Message::from(&m);
+        assert_eq!(serde_json::to_value(echoed).unwrap(), sent);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use dashmap::DashMap;
 
 use super::ThreadRecord;
+use crate::bridge::interrupt::InterruptId;
 
 /// Bindings kept before eviction.
 pub(crate) const CAPACITY: usize = 100_000;
@@ -49,11 +50,11 @@ impl MemoryStore {
     pub(crate) fn claim_answer(
         &self,
         agent: &str,
-        interrupt_id: &str,
+        interrupt_id: &InterruptId,
         ttl: std::time::Duration,
     ) -> bool {
         let now = std::time::Instant::now();
-        let key = (agent.to_owned(), interrupt_id.to_owned());
+        let key = (agent.to_owned(), interrupt_id.to_string());
         evict_if_full(&self.answers, &key, self.capacity);
         match self.answers.entry(key) {
             dashmap::Entry::Occupied(held) if *held.get() > now => false,
@@ -68,9 +69,9 @@ impl MemoryStore {
         }
     }
 
-    pub(crate) fn release_answer(&self, agent: &str, interrupt_id: &str) {
+    pub(crate) fn release_answer(&self, agent: &str, interrupt_id: &InterruptId) {
         self.answers
-            .remove(&(agent.to_owned(), interrupt_id.to_owned()));
+            .remove(&(agent.to_owned(), interrupt_id.to_string()));
     }
 
     fn key(owner: &str, agent: &str, thread_id: &str) -> Key {
@@ -161,12 +162,13 @@ mod tests {
     fn an_answer_is_claimed_once_until_released_or_expired() {
         let s = MemoryStore::default();
         let long = std::time::Duration::from_secs(60);
-        assert!(s.claim_answer("a", "i", long));
-        assert!(!s.claim_answer("a", "i", long), "held");
-        assert!(s.claim_answer("b", "i", long), "per agent");
-        s.release_answer("a", "i");
-        assert!(s.claim_answer("a", "i", std::time::Duration::ZERO));
-        assert!(s.claim_answer("a", "i", long), "an expired claim is free");
+        let i = InterruptId::parse("a2a:t:1:q").unwrap();
+        assert!(s.claim_answer("a", &i, long));
+        assert!(!s.claim_answer("a", &i, long), "held");
+        assert!(s.claim_answer("b", &i, long), "per agent");
+        s.release_answer("a", &i);
+        assert!(s.claim_answer("a", &i, std::time::Duration::ZERO));
+        assert!(s.claim_answer("a", &i, long), "an expired claim is free");
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::ThreadRecord;
+use crate::bridge::interrupt::InterruptId;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Cmd, FromRedisValue};
 use tokio::time::Instant;
@@ -50,12 +51,13 @@ pub(crate) fn key(owner: &str, agent: &str, thread_id: &str) -> String {
 /// Prefix of answer claims: agent + interruptId, held while one run answers it.
 pub(crate) const ANSWER_PREFIX: &str = "agui-a2a-gateway:answer:";
 
-/// The Redis key of the claim on the answer to `interrupt_id` on `agent`.
-pub(crate) fn answer_key(agent: &str, interrupt_id: &str) -> String {
+/// The Redis key of the claim on the answer to `interrupt_id` on `agent` (the id as
+/// [`InterruptId`] writes it, so every spelling of one question is one claim).
+pub(crate) fn answer_key(agent: &str, interrupt_id: &InterruptId) -> String {
     let mut key = String::from(ANSWER_PREFIX);
     escape_into(&mut key, agent);
     key.push(':');
-    escape_into(&mut key, interrupt_id);
+    escape_into(&mut key, &interrupt_id.to_string());
     key
 }
 
@@ -208,7 +210,7 @@ impl RedisStore {
     pub(crate) async fn claim_answer(
         &self,
         agent: &str,
-        interrupt_id: &str,
+        interrupt_id: &InterruptId,
         ttl: Duration,
     ) -> Result<bool, Unavailable> {
         let mut cmd = ::redis::cmd("SET");
@@ -225,7 +227,7 @@ impl RedisStore {
     pub(crate) async fn release_answer(
         &self,
         agent: &str,
-        interrupt_id: &str,
+        interrupt_id: &InterruptId,
     ) -> Result<(), Unavailable> {
         let mut cmd = ::redis::cmd("DEL");
         cmd.arg(answer_key(agent, interrupt_id));
@@ -408,6 +410,20 @@ mod tests {
         assert_eq!(
             key("a:b", "x%3Ay", "t:"),
             "agui-a2a-gateway:binding:a%3Ab:x%253Ay:t%3A"
+        );
+    }
+
+    #[test]
+    fn an_answer_claim_is_one_key_per_question() {
+        let id = |raw| InterruptId::parse(raw).unwrap();
+        assert_eq!(
+            answer_key("a", &id("a2a:t:1:q")),
+            "agui-a2a-gateway:answer:a:a2a%3At%3A1%3Aq"
+        );
+        assert_eq!(
+            answer_key("a", &id("a2a:T:m%3a1")),
+            answer_key("a", &id("a2a:T:m%3A1")),
+            "however the client spelled it"
         );
     }
 

@@ -1,15 +1,16 @@
-//! A2A task history -> AG-UI `Message[]`: the one function that rebuilds a conversation
-//! (reattach, pick-up). Agent turns keep their A2A messageIds, user turns the ids the client
-//! sent (docs/design.md#4-threads-and-contexts), and an artifact's text is the message the live
-//! projection streamed for
-//! it ([`artifact_message_id`]), so a snapshot carries the ids the client already holds.
+//! A2A task history -> AG-UI `Message[]` ([`event::Message`], what a `MESSAGES_SNAPSHOT`
+//! carries): the one function that rebuilds a conversation (reattach, pick-up), and the merge
+//! with the messages the client holds. Agent turns keep their A2A messageIds, user turns the
+//! ids the client sent (docs/design.md#4-threads-and-contexts), and an artifact's text is the
+//! message the live projection streamed for it ([`artifact_message_id`]), so a snapshot
+//! carries the ids the client already holds. Pure.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::reply::{self, Piece, Replies, Step};
 use super::tools::{self, ToolItem};
 use crate::a2a::model::{Artifact, Message, Part, PartContent, Role, Task};
-use crate::agui::event::{ASSISTANT, TOOL, USER};
+use crate::agui::{self, event};
 
 /// The key of an artifact within its task (an artifact without an id gets one).
 pub(crate) fn artifact_key(task_id: &str, artifact: &Artifact) -> String {
@@ -29,7 +30,7 @@ pub(crate) fn artifact_message_id(task_id: &str, artifact_key: &str) -> String {
 /// (one reply, one message), tool calls and results through [`tools`].
 #[derive(Default)]
 struct Rebuild {
-    out: Vec<Value>,
+    out: Vec<event::Message>,
     replies: Replies,
     seen_tools: std::collections::HashSet<String>,
 }
@@ -38,12 +39,13 @@ impl Rebuild {
     fn steps(&mut self, steps: Vec<Step>) {
         for step in steps {
             match step {
-                Step::Start { id } => self
-                    .out
-                    .push(json!({"id": id, "role": ASSISTANT, "content": ""})),
+                Step::Start { id } => {
+                    let message = event::Message::text(id, agui::Role::Assistant, "");
+                    self.out.push(message);
+                }
                 Step::Content { id, delta } => {
-                    let message = self.out.iter_mut().rev().find(|m| m["id"] == id.as_str());
-                    if let Some(Value::String(content)) = message.map(|m| &mut m["content"]) {
+                    let message = self.out.iter_mut().rev().find(|m| m.id == id);
+                    if let Some(Some(Value::String(content))) = message.map(|m| &mut m.content) {
                         content.push_str(&delta);
                     }
                 }
@@ -62,15 +64,14 @@ impl Rebuild {
         match item {
             ToolItem::Call { id, name, args } => {
                 if self.seen_tools.insert(id.clone()) {
-                    self.out.push(json!({"id": id, "role": ASSISTANT, "toolCalls": [
-                        {"id": id, "type": "function", "function": {"name": name, "arguments": args}}
-                    ]}));
+                    self.out.push(event::Message::tool_call(id, name, args));
                 }
             }
             ToolItem::Result { id, content } => {
                 let message_id = tools::result_message_id(&id);
                 if self.seen_tools.insert(message_id.clone()) {
-                    self.out.push(json!({"id": message_id, "role": TOOL, "toolCallId": id, "content": content}));
+                    self.out
+                        .push(event::Message::tool_result(message_id, id, content));
                 }
             }
         }
@@ -82,8 +83,8 @@ impl Rebuild {
             self.steps(steps);
             let text = m.text();
             if !text.is_empty() {
-                self.out
-                    .push(json!({"id": m.message_id, "role": USER, "content": text}));
+                let message = event::Message::text(&m.message_id, agui::Role::User, text);
+                self.out.push(message);
             }
             return;
         }
@@ -129,7 +130,7 @@ impl Rebuild {
 /// (docs/design.md#4-threads-and-contexts, docs/design.md#6-projection-a2a-to-ag-ui), so the
 /// ids and texts, and the tool calls wherever they travelled (messages or artifacts), are
 /// those the client was shown live.
-pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {
+pub(crate) fn messages(tasks: &[&Task]) -> Vec<event::Message> {
     let mut rebuild = Rebuild::default();
     let mut seen = std::collections::HashSet::new();
     for task in tasks {
@@ -155,25 +156,26 @@ pub(crate) fn messages(tasks: &[&Task]) -> Vec<Value> {
 /// message, or a tool result): a client that holds none may be a second device on the thread
 /// ([`super::context::ContextSource::history_to_read`]).
 pub(crate) fn holds_earlier_turns(client: &[crate::agui::input::Message]) -> bool {
-    let newest_user = client.iter().rposition(|m| m.role == "user");
-    client.iter().enumerate().any(|(i, m)| {
-        Some(i) != newest_user && matches!(m.role.as_str(), "user" | "assistant" | "tool")
-    })
+    use agui::Role::{Assistant, Tool, User};
+    let newest_user = client.iter().rposition(|m| m.role == User);
+    client
+        .iter()
+        .enumerate()
+        .any(|(i, m)| Some(i) != newest_user && matches!(m.role, User | Assistant | Tool))
 }
 
 /// The client's own turns that the A2A history `a2a` does not hold (on a pick-up: the new
 /// user message), in order, as `(id, role, text)`: user and assistant text only.
 pub(crate) fn unheld_turns<'a>(
     client: &'a [crate::agui::input::Message],
-    a2a: &[Value],
-) -> Vec<(&'a str, &'static str, String)> {
+    a2a: &[event::Message],
+) -> Vec<(&'a str, agui::Role, String)> {
     client
         .iter()
-        .filter(|m| !a2a.iter().any(|u| u["id"] == m.id.as_str()))
+        .filter(|m| !a2a.iter().any(|u| u.id == m.id))
         .filter_map(|m| {
-            let role = match m.role.as_str() {
-                "user" => USER,
-                "assistant" => ASSISTANT,
+            let role = match &m.role {
+                role @ (agui::Role::User | agui::Role::Assistant) => role.clone(),
                 _ => return None,
             };
             let text = match m.content.as_ref()? {
@@ -195,33 +197,34 @@ pub(crate) fn unheld_turns<'a>(
 /// the ids match (an assistant message also stands for an A2A one with the same text), then
 /// the A2A messages the client has not seen, in A2A order. Activity
 /// messages are client-only and left out (the client keeps them).
-pub(crate) fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> Vec<Value> {
-    let mut upstream: Vec<Option<Value>> = a2a.into_iter().map(Some).collect();
+pub(crate) fn merge(
+    client: &[crate::agui::input::Message],
+    a2a: Vec<event::Message>,
+) -> Vec<event::Message> {
+    let mut upstream: Vec<Option<event::Message>> = a2a.into_iter().map(Some).collect();
     let mut out = Vec::with_capacity(client.len() + upstream.len());
-    for m in client.iter().filter(|m| m.role != "activity") {
+    for m in client.iter().filter(|m| m.role != agui::Role::Activity) {
         let same = upstream
             .iter_mut()
-            .find(|u| u.as_ref().is_some_and(|u| u["id"] == m.id.as_str()));
+            .find(|u| u.as_ref().is_some_and(|u| u.id == m.id));
         match same {
             Some(slot) => out.extend(slot.take()),
             None => {
                 // The same reply under another id (fasta2a's history names the reply with an
                 // id its stream never showed): the client's copy stands for it.
                 let text = m.content.as_ref().and_then(Value::as_str);
-                if let (true, Some(text)) = (m.role == ASSISTANT, text) {
+                if let (true, Some(text)) = (m.role == agui::Role::Assistant, text) {
                     let twin = upstream.iter_mut().find(|u| {
                         u.as_ref().is_some_and(|u| {
-                            u["role"] == ASSISTANT
-                                && u["content"]
-                                    .as_str()
-                                    .is_some_and(|c| reply::same_text(c, text))
+                            u.role == agui::Role::Assistant
+                                && u.text_content().is_some_and(|c| reply::same_text(c, text))
                         })
                     });
                     if let Some(twin) = twin {
                         twin.take();
                     }
                 }
-                out.push(m.to_json());
+                out.push(event::Message::from(m));
             }
         }
     }
@@ -233,6 +236,11 @@ pub(crate) fn merge(client: &[crate::agui::input::Message], a2a: Vec<Value>) -> 
 mod tests {
     use super::*;
     use crate::a2a::model::ProtocolVersion;
+    use agui::Role::{Assistant, User};
+
+    fn text(id: &str, role: agui::Role, text: &str) -> event::Message {
+        event::Message::text(id, role, text)
+    }
 
     #[test]
     fn completed_task_history_becomes_messages() {
@@ -242,11 +250,11 @@ mod tests {
             .decode_task(&env["result"].to_string())
             .unwrap();
         let msgs = messages(&[&task]);
-        assert_eq!(msgs[0]["role"], "user");
-        assert_eq!(msgs[0]["id"], "msg-stream-echo");
+        assert_eq!(msgs[0].role, User);
+        assert_eq!(msgs[0].id, "msg-stream-echo");
         let contents: Vec<&str> = msgs[1..]
             .iter()
-            .map(|m| m["content"].as_str().unwrap())
+            .map(|m| m.text_content().unwrap())
             .collect();
         assert_eq!(contents, ["hello brave world "], "one reply, one message");
     }
@@ -261,12 +269,12 @@ mod tests {
         ]))
         .unwrap();
         let upstream = vec![
-            json!({"id": "u", "role": "user", "content": "slow"}),
-            json!({"id": "a1", "role": "assistant", "content": "tick 1"}),
-            json!({"id": "a2", "role": "assistant", "content": "tick 2"}),
+            text("u", User, "slow"),
+            text("a1", Assistant, "tick 1"),
+            text("a2", Assistant, "tick 2"),
         ];
         let merged = merge(&client, upstream);
-        let ids: Vec<&str> = merged.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        let ids: Vec<&str> = merged.iter().map(|m| m.id.as_str()).collect();
         assert_eq!(ids, ["old", "u", "a1", "a2"]);
         let live = serde_json::from_value::<Vec<crate::agui::input::Message>>(serde_json::json!([
             {"id": "u", "role": "user", "content": "tool"},
@@ -274,15 +282,12 @@ mod tests {
         ]))
         .unwrap();
         let history = vec![
-            json!({"id": "u", "role": "user", "content": "tool"}),
-            json!({"id": "fresh", "role": "assistant", "content": "It is sunny in Paris.\n"}),
+            text("u", User, "tool"),
+            text("fresh", Assistant, "It is sunny in Paris.\n"),
         ];
-        let ids: Vec<String> = merge(&live, history)
-            .iter()
-            .map(|m| m["id"].as_str().unwrap().to_owned())
-            .collect();
+        let ids: Vec<String> = merge(&live, history).iter().map(|m| m.id.clone()).collect();
         assert_eq!(ids, ["u", "T:art"], "the same reply is not shown twice");
-        assert_eq!(merged[0]["name"], "me", "client fields are kept");
+        assert_eq!(merged[0].rest["name"], "me", "client fields are kept");
     }
 
     #[test]
@@ -294,12 +299,12 @@ mod tests {
         ]))
         .unwrap();
         let upstream = vec![
-            json!({"id": "m1", "role": "user", "content": "Investigate"}),
-            json!({"id": "a1", "role": "assistant", "content": "Found it"}),
+            text("m1", User, "Investigate"),
+            text("a1", Assistant, "Found it"),
         ];
         assert_eq!(
             unheld_turns(&client, &upstream),
-            [("new", USER, "and now?".to_owned())]
+            [("new", User, "and now?".to_owned())]
         );
     }
 }

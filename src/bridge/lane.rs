@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::state::{self, ClientView, Op};
 use crate::a2a::model::OutgoingMessage;
-use crate::agui::RunAgentInput;
+use crate::agui::{Role, RunAgentInput};
 use crate::config::ForwardCue;
 
 /// Context, tools, system and developer messages: `{"context", "tools", "system",
@@ -91,7 +91,7 @@ pub(crate) struct CueOverrides {
 }
 
 /// The text of the transcript's messages of `role`, in order.
-fn contents_of(input: &RunAgentInput, role: &str) -> Vec<Value> {
+fn contents_of(input: &RunAgentInput, role: Role) -> Vec<Value> {
     input
         .messages
         .iter()
@@ -161,12 +161,15 @@ pub(crate) fn carry(input: &RunAgentInput, cues: &Cues) -> Map<String, Value> {
         context.insert("tools".into(), Value::Array(input.tools.clone()));
     }
     if cues.system {
-        context.insert("system".into(), Value::Array(contents_of(input, "system")));
+        context.insert(
+            "system".into(),
+            Value::Array(contents_of(input, Role::System)),
+        );
     }
     if cues.developer {
         context.insert(
             "developer".into(),
-            Value::Array(contents_of(input, "developer")),
+            Value::Array(contents_of(input, Role::Developer)),
         );
     }
     if !context.is_empty() {

@@ -16,17 +16,17 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{json, Map, Value};
 
 use super::dialect::{self, Dialect};
+use super::interrupt::{self, InterruptId};
 use super::reply::{self, Piece, Replies, Step};
 use super::state::{self, add, layout, Op, Refusal, Shadow, StateLimits, Writer};
 use super::tools::{self, ToolItem};
-use super::{history, interrupt, lane};
+use super::{history, lane};
 use crate::a2a::model::{
     Artifact, ArtifactUpdate, Message, Part, PartContent, Role, StatusUpdate, StreamEvent, Task,
     TaskState, TaskStatus,
 };
-use crate::agui::event::{ASSISTANT, TOOL};
 use crate::agui::input::Message as ClientMessage;
-use crate::agui::{Event, Interrupt, Outcome};
+use crate::agui::{self, Event, Interrupt, Outcome};
 use crate::error::RunError;
 use json_patch::jsonptr::PointerBuf;
 
@@ -55,7 +55,7 @@ pub(crate) struct RunFrame {
     /// Interrupts this run answers: once the upstream accepts the answer their activity
     /// moves to `stage: "resolved"` and `/a2a/pendingInterrupts` empties
     /// (docs/design.md#7-human-in-the-loop).
-    pub resolves: Vec<String>,
+    pub resolves: Vec<InterruptId>,
 }
 
 impl RunFrame {
@@ -106,7 +106,7 @@ pub(crate) struct Projector {
     /// Interrupt ids whose waiting status, re-published at the head of the answer's stream,
     /// is history and not the outcome (docs/design.md#7-human-in-the-loop; the a2a-js SDK opens
     /// with the task).
-    answered: Vec<String>,
+    answered: Vec<InterruptId>,
     /// Every event so far was such a re-published status.
     only_stale: bool,
     /// The task id and state `/a2a/task` shows now.
@@ -140,8 +140,8 @@ impl Projector {
     /// The run answers the interrupt `id` (its task's current question): a status of the
     /// task still waiting on it at the head of the stream is the old snapshot, not the
     /// outcome.
-    pub(crate) fn answering(&mut self, id: &str) {
-        self.answered.push(id.to_owned());
+    pub(crate) fn answering(&mut self, id: InterruptId) {
+        self.answered.push(id);
     }
 
     /// True if `event` re-publishes a status this run answers (docs/design.md#7-human-in-the-loop):
@@ -158,7 +158,7 @@ impl Projector {
     /// True if `status` of `task_id` still waits on a question this run answers.
     fn is_stale_status(&self, task_id: &str, status: &TaskStatus) -> bool {
         status.state.is_interrupted() && {
-            let id = interrupt::interrupt_id(task_id, status);
+            let id = InterruptId::of_status(task_id, status);
             self.answered.contains(&id) || self.frame.resolves.contains(&id)
         }
     }
@@ -181,7 +181,7 @@ impl Projector {
         );
         for id in &self.frame.resolves {
             out.push(Event::ActivityDelta {
-                message_id: id.clone(),
+                message_id: id.to_string(),
                 activity_type: interrupt::ACTIVITY_TYPE.into(),
                 patch: vec![state::replace(
                     PointerBuf::from_tokens(["stage"]),
@@ -668,7 +668,7 @@ impl Projector {
             match step {
                 Step::Start { id } => out.push(Event::TextMessageStart {
                     message_id: id,
-                    role: ASSISTANT,
+                    role: agui::Role::Assistant,
                 }),
                 Step::Content { id, delta } => {
                     if !self.charge_text(delta.len(), out) {
@@ -773,7 +773,7 @@ impl Projector {
                     message_id: tools::result_message_id(&id),
                     tool_call_id: id,
                     content,
-                    role: TOOL,
+                    role: agui::Role::Tool,
                 });
             }
         }
@@ -981,8 +981,9 @@ impl Projector {
         self.close_messages(out);
         self.record_state_digests(out);
         let entry = pending.state_entry();
+        let id = pending.id.to_string();
         self.delta(
-            vec![add(layout::pending_interrupt(&pending.id), entry)],
+            vec![add(layout::pending_interrupt(&id), entry)],
             Writer::Gateway,
             out,
         );
@@ -990,7 +991,7 @@ impl Projector {
             return;
         }
         out.push(Event::ActivitySnapshot {
-            message_id: pending.id.clone(),
+            message_id: id,
             activity_type: interrupt::ACTIVITY_TYPE.into(),
             content: pending.activity_content("awaiting_input"),
             replace: None,

@@ -615,7 +615,7 @@ fn resubscribe_snapshot_does_not_repeat_text() {
 fn a_resume_run_moves_the_answered_activity_on() {
     let mut f = frame(true);
     f.context_id = Some("c".into());
-    f.resolves = vec!["a2a:T:q".into()];
+    f.resolves = vec![InterruptId::parse("a2a:T:q").unwrap()];
     let events = project_with("v1/stream-approve-followup.sse", f);
     // Resolved only once the upstream accepted the answer (its first event).
     assert_eq!(events[2]["type"], "STATE_DELTA");
@@ -768,7 +768,7 @@ fn history_rebuilds_the_messages_the_live_projection_gave() {
         let mut live = p.apply_recovered(&task, sent.as_deref());
         live.extend(p.end_of_stream().unwrap_or_default());
         let live: Vec<(String, String)> = texts(&checked(&live));
-        let rebuilt: Vec<(String, String)> = history::messages(&[&task])
+        let rebuilt: Vec<(String, String)> = rebuilt_json(&[&task])
             .iter()
             .filter(|m| m["role"] == "assistant")
             .map(|m| {
@@ -938,6 +938,14 @@ fn shown(events: &[Value]) -> Vec<Value> {
     out
 }
 
+/// `history::messages` as JSON, the shape a `MESSAGES_SNAPSHOT` carries.
+fn rebuilt_json(tasks: &[&crate::a2a::model::Task]) -> Vec<Value> {
+    history::messages(tasks)
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap())
+        .collect()
+}
+
 /// The same view of rebuilt messages (`history::messages`), user turns left out.
 fn rebuilt(messages: &[Value]) -> Vec<Value> {
     let mut out = Vec::new();
@@ -991,7 +999,7 @@ fn a_rebuilt_thread_shows_the_tool_calls_of_the_live_run() {
         );
         let task = task_of(read_back);
         assert_eq!(
-            rebuilt(&history::messages(&[&task])),
+            rebuilt(&rebuilt_json(&[&task])),
             live_view,
             "{read_back} rebuilds what {live} showed"
         );
@@ -1057,8 +1065,8 @@ fn tool_calls_in_artifacts_are_shown_once_however_often_re_sent() {
     let read_back = ProtocolVersion::V1
         .decode_task(&read_back.to_string())
         .unwrap();
-    assert_eq!(json!(rebuilt(&history::messages(&[&read_back]))), expected);
-    let calls = rebuilt(&history::messages(&[&snapshot]))
+    assert_eq!(json!(rebuilt(&rebuilt_json(&[&read_back]))), expected);
+    let calls = rebuilt(&rebuilt_json(&[&snapshot]))
         .into_iter()
         .filter(|m| m[0] == "call")
         .count();
@@ -1175,7 +1183,7 @@ fn a_resume_stream_opening_with_the_old_question_follows_the_task() {
         .filter_map(Result::ok)
         .find_map(|e| match e {
             StreamEvent::StatusUpdate(u) if u.status.state.is_interrupted() => {
-                Some(interrupt::interrupt_id(&u.task_id, &u.status))
+                Some(InterruptId::of_status(&u.task_id, &u.status))
             }
             _ => None,
         })
@@ -1197,7 +1205,7 @@ fn a_resume_stream_opening_with_the_old_question_follows_the_task() {
 fn a_refused_answer_leaves_the_interrupt_pending() {
     let mut f = frame(true);
     f.context_id = Some("c".into());
-    f.resolves = vec!["a2a:T:q".into()];
+    f.resolves = vec![InterruptId::parse("a2a:T:q").unwrap()];
     f.client_state = Some(json!({"a2a": {"pendingInterrupts": {"a2a:T:q": {"id": "a2a:T:q"}}}}));
     let events = project_with("frameworks/strands/default/approve-wrong-resume.sse", f);
     assert_eq!(terminal(&events)["code"], "a2a_error_-32602");
@@ -1228,7 +1236,7 @@ fn a_rebuilt_history_shows_what_the_live_runs_showed() {
         let task = version_of(&path)
             .decode_task(&envelope["result"].to_string())
             .unwrap_or_else(|| panic!("{path}: a task"));
-        let rebuilt: Vec<(String, String)> = history::messages(&[&task])
+        let rebuilt: Vec<(String, String)> = rebuilt_json(&[&task])
             .iter()
             .filter(|m| m["role"] == "assistant" && m["content"].is_string())
             .map(|m| {

@@ -9,15 +9,16 @@
 //! rebuilt from A2A
 //! carries the ids the client already holds. threadId and runId are never sent.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::dialect::Reply;
-use super::interrupt;
+use super::interrupt::InterruptId;
 use super::lane::{CueOverrides, StateForm};
 use super::state::ClientView;
 use crate::a2a::model::{OutgoingMessage, Part, PartContent};
 use crate::agui::input::{Message, ResumeEntry, ResumeStatus};
-use crate::agui::RunAgentInput;
+use crate::agui::{Role, RunAgentInput};
 use crate::error::RequestError;
 
 /// How to talk to the upstream for this run.
@@ -27,8 +28,11 @@ pub(crate) enum Mode {
     Send,
 }
 
-/// `forwardedProps.a2a`, parsed and checked.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// `forwardedProps.a2a`, parsed (docs/design.md#5-run-options): absent or `null` is the
+/// default, a wrong value is `422 invalid_forwarded_props` naming its key, unknown keys are
+/// ignored. Read with serde through [`Props`], whose fields spell the keys.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "Props")]
 pub(crate) struct RunOptions {
     pub mode: Option<Mode>,
     pub context_id: Option<String>,
@@ -37,6 +41,146 @@ pub(crate) struct RunOptions {
     pub history_length: Option<u32>,
     /// The run's forwarding cues (docs/design.md#5-run-options, docs/design.md#8-forwarding-lane).
     pub cues: CueOverrides,
+}
+
+/// The keys of `forwardedProps.a2a` as they are written, each read by a function that
+/// refuses a wrong value with that key's own message. Absent keys are not set.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Props {
+    #[serde(deserialize_with = "props::mode")]
+    mode: Option<Mode>,
+    #[serde(deserialize_with = "props::context_id")]
+    context_id: Option<String>,
+    #[serde(deserialize_with = "props::task_id")]
+    task_id: Option<String>,
+    #[serde(deserialize_with = "props::subscribe_only")]
+    subscribe_only: bool,
+    #[serde(deserialize_with = "props::history_length")]
+    history_length: Option<u32>,
+    #[serde(deserialize_with = "props::forward_context")]
+    forward_context: Option<bool>,
+    #[serde(deserialize_with = "props::forward_tools")]
+    forward_tools: Option<bool>,
+    #[serde(deserialize_with = "props::include_system_messages")]
+    include_system_messages: Option<bool>,
+    #[serde(deserialize_with = "props::include_developer_messages")]
+    include_developer_messages: Option<bool>,
+    #[serde(deserialize_with = "props::forward_state")]
+    forward_state: Option<Option<StateForm>>,
+}
+
+impl From<Props> for RunOptions {
+    fn from(p: Props) -> Self {
+        Self {
+            mode: p.mode,
+            context_id: p.context_id,
+            task_id: p.task_id,
+            subscribe_only: p.subscribe_only,
+            history_length: p.history_length,
+            cues: CueOverrides {
+                context: p.forward_context,
+                tools: p.forward_tools,
+                system: p.include_system_messages,
+                developer: p.include_developer_messages,
+                state: p.forward_state,
+            },
+        }
+    }
+}
+
+/// One reader per key of [`Props`]: the value's type read by serde, any failure replaced by
+/// the key's message (`forwardedProps.a2a.<key> must be …`). `null` reads as absent.
+mod props {
+    use serde::de::{Deserialize, Deserializer, Error};
+
+    use super::{Mode, StateForm};
+
+    fn wrong<E: Error>(key: &str, must: &str) -> E {
+        E::custom(format!("forwardedProps.a2a.{key} must be {must}"))
+    }
+
+    fn string<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Option<String>, D::Error> {
+        match Option::<String>::deserialize(d) {
+            Ok(s) if s.as_deref() != Some("") => Ok(s),
+            _ => Err(wrong(key, "a non-empty string")),
+        }
+    }
+
+    fn flag<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Option<bool>, D::Error> {
+        Option::<bool>::deserialize(d).map_err(|_| wrong(key, "a boolean"))
+    }
+
+    pub(super) fn mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Mode>, D::Error> {
+        match string(d, "mode")?.as_deref() {
+            None => Ok(None),
+            Some("stream") => Ok(Some(Mode::Stream)),
+            Some("send") => Ok(Some(Mode::Send)),
+            Some(other) => Err(wrong(
+                "mode",
+                &format!("\"stream\" or \"send\", not {other:?}"),
+            )),
+        }
+    }
+
+    pub(super) fn context_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        string(d, "contextId")
+    }
+
+    pub(super) fn task_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        string(d, "taskId")
+    }
+
+    pub(super) fn subscribe_only<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        flag(d, "subscribeOnly").map(Option::unwrap_or_default)
+    }
+
+    pub(super) fn history_length<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        Option::<u32>::deserialize(d).map_err(|_| wrong("historyLength", "a non-negative integer"))
+    }
+
+    pub(super) fn forward_context<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<bool>, D::Error> {
+        flag(d, "forwardContext")
+    }
+
+    pub(super) fn forward_tools<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        flag(d, "forwardTools")
+    }
+
+    pub(super) fn include_system_messages<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<bool>, D::Error> {
+        flag(d, "includeSystemMessages")
+    }
+
+    pub(super) fn include_developer_messages<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<bool>, D::Error> {
+        flag(d, "includeDeveloperMessages")
+    }
+
+    /// `true` / `"whole"`, `"patch"`, or `false` (no state).
+    pub(super) fn forward_state<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<StateForm>>, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Flag(bool),
+            Form(String),
+        }
+        let must = || wrong("forwardState", "true, false, \"whole\" or \"patch\"");
+        match Option::<Written>::deserialize(d).map_err(|_| must())? {
+            None => Ok(None),
+            Some(Written::Flag(false)) => Ok(Some(None)),
+            Some(Written::Flag(true)) => Ok(Some(Some(StateForm::Whole))),
+            Some(Written::Form(f)) if f == "whole" => Ok(Some(Some(StateForm::Whole))),
+            Some(Written::Form(f)) if f == "patch" => Ok(Some(Some(StateForm::Patch))),
+            Some(Written::Form(_)) => Err(must()),
+        }
+    }
 }
 
 fn bad_props(message: impl Into<String>) -> RequestError {
@@ -69,8 +213,8 @@ pub(crate) struct Plan {
     /// ([`super::context`]).
     pub state_context_id: Option<String>,
     pub action: Action,
-    /// Interrupts this run resolves (ids), for the activity/state bookkeeping.
-    pub resolves: Vec<String>,
+    /// Interrupts this run resolves, for the activity/state bookkeeping.
+    pub resolves: Vec<InterruptId>,
 }
 
 /// An answer to a waiting task, before it is written in the task's dialect.
@@ -82,7 +226,7 @@ pub(crate) struct Answer {
     pub message_id: String,
     pub reply: Reply,
     /// The interrupts answered (all of `task_id`).
-    pub interrupts: Vec<String>,
+    pub interrupts: Vec<InterruptId>,
     /// The task came from the client's state only (a plain message while it waits): if the
     /// task no longer waits, the message starts a new task in the same context instead.
     pub from_state: bool,
@@ -93,8 +237,8 @@ pub(crate) struct Answer {
 impl Answer {
     /// The answer written as the message for `request` (the task's current question).
     pub(crate) fn message(&self, request: &super::dialect::Request) -> OutgoingMessage {
-        let id = self.interrupts.first().map(String::as_str).unwrap_or("");
-        let written = super::dialect::answer(request, &self.reply, id);
+        let id = self.interrupts.first().map(ToString::to_string);
+        let written = super::dialect::answer(request, &self.reply, id.as_deref().unwrap_or(""));
         OutgoingMessage {
             message_id: self.message_id.clone(),
             parts: written.parts,
@@ -157,81 +301,23 @@ impl Plan {
 }
 
 impl RunOptions {
-    /// Parses `forwardedProps.a2a`; wrong types are a 422, unknown keys are ignored.
+    /// Reads `forwardedProps.a2a` (none, or not an object: the defaults).
     pub(crate) fn parse(input: &RunAgentInput) -> Result<Self, RequestError> {
-        let Some(props) = input.a2a_props() else {
-            return Ok(Self::default());
-        };
-        let string = |key: &str| -> Result<Option<String>, RequestError> {
-            match props.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-                Some(_) => Err(bad_props(format!(
-                    "forwardedProps.a2a.{key} must be a non-empty string"
-                ))),
-            }
-        };
-        let mode = match string("mode")?.as_deref() {
-            None => None,
-            Some("stream") => Some(Mode::Stream),
-            Some("send") => Some(Mode::Send),
-            Some(other) => {
-                return Err(bad_props(format!(
-                    "forwardedProps.a2a.mode must be \"stream\" or \"send\", not {other:?}"
-                )))
-            }
-        };
-        let subscribe_only = match props.get("subscribeOnly") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
-                return Err(bad_props(
-                    "forwardedProps.a2a.subscribeOnly must be a boolean",
-                ))
-            }
-        };
-        let history_length =
-            match props.get("historyLength") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
-                    || bad_props("forwardedProps.a2a.historyLength must be a non-negative integer"),
-                )?),
-            };
-        let flag = |key: &str| -> Result<Option<bool>, RequestError> {
-            match props.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::Bool(b)) => Ok(Some(*b)),
-                Some(_) => Err(bad_props(format!(
-                    "forwardedProps.a2a.{key} must be a boolean"
-                ))),
-            }
-        };
-        let state =
-            match props.get("forwardState") {
-                None | Some(Value::Null) => None,
-                Some(Value::Bool(false)) => Some(None),
-                Some(Value::Bool(true)) => Some(Some(StateForm::Whole)),
-                Some(Value::String(s)) if s == "whole" => Some(Some(StateForm::Whole)),
-                Some(Value::String(s)) if s == "patch" => Some(Some(StateForm::Patch)),
-                Some(_) => return Err(bad_props(
-                    "forwardedProps.a2a.forwardState must be true, false, \"whole\" or \"patch\"",
-                )),
-            };
-        let cues = CueOverrides {
-            context: flag("forwardContext")?,
-            tools: flag("forwardTools")?,
-            system: flag("includeSystemMessages")?,
-            developer: flag("includeDeveloperMessages")?,
-            state,
-        };
-        Ok(Self {
-            mode,
-            context_id: string("contextId")?,
-            task_id: string("taskId")?,
-            subscribe_only,
-            history_length,
-            cues,
-        })
+        match input.a2a_props() {
+            None => Ok(Self::default()),
+            Some(props) => Self::deserialize(props).map_err(|e| bad_props(e.to_string())),
+        }
+    }
+
+    /// The options of a reattach to `task_id` in `context_id` (`subscribeOnly`), as
+    /// CopilotKit's `connect` runs it.
+    pub(crate) fn subscribe(task_id: String, context_id: String) -> Self {
+        Self {
+            subscribe_only: true,
+            task_id: Some(task_id),
+            context_id: Some(context_id),
+            ..Self::default()
+        }
     }
 }
 
@@ -240,10 +326,10 @@ fn client_view(input: &RunAgentInput) -> ClientView<'_> {
     ClientView::of(input.state.as_ref())
 }
 
-/// Interrupt ids the client's state says are open.
-fn pending_ids(input: &RunAgentInput) -> Option<Vec<String>> {
+/// The interrupts the client's state says are open (those whose ids are ours).
+fn pending_ids(input: &RunAgentInput) -> Option<Vec<InterruptId>> {
     let ids = client_view(input).pending_interrupts()?;
-    Some(ids.into_iter().map(str::to_owned).collect())
+    Some(ids.into_iter().filter_map(InterruptId::parse).collect())
 }
 
 /// Every id of the request within `limits.max_id_bytes` (docs/design.md#9-reliability-and-limits):
@@ -285,7 +371,7 @@ pub(crate) fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), Request
 
 /// The latest user message of the transcript.
 fn latest_user_message(input: &RunAgentInput) -> Option<&Message> {
-    input.messages.iter().rev().find(|m| m.role == "user")
+    input.messages.iter().rev().find(|m| m.role == Role::User)
 }
 
 /// Text, file and data parts of an AG-UI message's content (string or `ContentPart[]`,
@@ -341,9 +427,9 @@ fn content_part(item: &Value) -> Option<Part> {
     }
 }
 
-/// Builds the run's plan. `Err` is a request problem (422 before the stream).
-pub(crate) fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
-    let options = RunOptions::parse(input)?;
+/// Builds the run's plan with its `options` (read from the input with [`RunOptions::parse`],
+/// or given by the route). `Err` is a request problem (422 before the stream).
+pub(crate) fn plan(input: &RunAgentInput, options: RunOptions) -> Result<Plan, RequestError> {
     let state_context_id = client_view(input).context_id().map(str::to_owned);
     let user = latest_user_message(input);
     if options.subscribe_only {
@@ -422,7 +508,7 @@ fn trailing_tool_results(input: &RunAgentInput) -> Vec<(&Message, String, Value)
         .messages
         .iter()
         .rev()
-        .take_while(|m| m.role == "tool")
+        .take_while(|m| m.role == Role::Tool)
         .filter_map(|m| {
             let id = m.tool_call_id.clone()?;
             Some((m, id, m.content.clone().unwrap_or(Value::Null)))
@@ -480,37 +566,49 @@ pub(crate) struct BadResume(pub String);
 /// Turns `resume[]` into the upstream action. Every entry must be one of our interrupt ids,
 /// all for the same task, and (when the client's state lists open interrupts) cover all
 /// of them and name no other.
-fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<String>), BadResume> {
+fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<InterruptId>), BadResume> {
     let entries: &[ResumeEntry] = &input.resume;
-    let mut task: Option<&str> = None;
+    let mut ids: Vec<InterruptId> = Vec::with_capacity(entries.len());
     for e in entries {
-        let t = interrupt::task_of(&e.interrupt_id)
+        let id = InterruptId::parse(&e.interrupt_id)
             .ok_or_else(|| BadResume(format!("unknown interrupt {:?}", e.interrupt_id)))?;
-        if task.is_some_and(|prev| prev != t) {
+        if ids
+            .first()
+            .is_some_and(|first| first.task_id() != id.task_id())
+        {
             return Err(BadResume(
                 "resume entries name interrupts of different tasks".into(),
             ));
         }
-        task = Some(t);
+        ids.push(id);
     }
-    let task_id = task
+    let task_id = ids
+        .first()
         .ok_or_else(|| BadResume("resume is empty".into()))?
+        .task_id()
         .to_owned();
-    if let Some(open) = pending_ids(input).filter(|p| !p.is_empty()) {
-        if let Some(stale) = entries.iter().find(|e| !open.contains(&e.interrupt_id)) {
+    // Compared by the question they name, however the client spelled them.
+    let open = client_view(input).pending_interrupts().unwrap_or_default();
+    if !open.is_empty() {
+        let open: Vec<(&str, Option<InterruptId>)> = open
+            .into_iter()
+            .map(|raw| (raw, InterruptId::parse(raw)))
+            .collect();
+        let is_open = |id: &InterruptId| open.iter().any(|(_, o)| o.as_ref() == Some(id));
+        if let Some((stale, _)) = entries.iter().zip(&ids).find(|(_, id)| !is_open(id)) {
             return Err(BadResume(format!(
                 "interrupt {:?} is not open on this thread (stale or unknown)",
                 stale.interrupt_id
             )));
         }
-        if let Some(left) = open
+        if let Some((left, _)) = open
             .iter()
-            .find(|id| !entries.iter().any(|e| &e.interrupt_id == *id))
+            .find(|(_, o)| o.as_ref().is_none_or(|o| !ids.contains(o)))
         {
             return Err(BadResume(format!("resume leaves interrupt {left:?} open")));
         }
     }
-    let resolves = entries.iter().map(|e| e.interrupt_id.clone()).collect();
+    let resolves = ids;
     let entry = &entries[0];
     if entries.iter().any(|e| e.status == ResumeStatus::Cancelled) {
         return Ok((Action::Cancel { task_id }, resolves));
@@ -519,7 +617,7 @@ fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<String>), BadResu
     let (reply, message_id) = match (&entry.payload, user) {
         (Some(payload), _) => (
             Reply::Payload(payload.clone()),
-            format!("{}:response", entry.interrupt_id),
+            format!("{}:response", resolves[0]),
         ),
         (None, Some(user)) => (
             Reply::Message(content_parts(user.content.as_ref())),
@@ -549,6 +647,11 @@ mod tests {
 
     fn input(v: Value) -> RunAgentInput {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// The plan of a run whose options are its own `forwardedProps.a2a`.
+    fn plan(input: &RunAgentInput) -> Result<Plan, RequestError> {
+        super::plan(input, RunOptions::parse(input)?)
     }
 
     #[test]
@@ -613,12 +716,119 @@ mod tests {
     }
 
     #[test]
+    fn run_options_read_every_key_and_name_the_one_that_is_wrong() {
+        let options = |a2a: Value| {
+            let body = json!({"threadId": "t", "runId": "r", "messages": [],
+                "forwardedProps": {"a2a": a2a, "other": 1}});
+            RunOptions::parse(&input(body))
+        };
+        let all = options(json!({"mode": "send", "contextId": "c", "taskId": "t",
+            "subscribeOnly": true, "historyLength": 3, "forwardContext": true,
+            "forwardTools": false, "includeSystemMessages": true, "includeDeveloperMessages": null,
+            "forwardState": "patch", "unknownKey": [1]}))
+        .unwrap();
+        assert_eq!(
+            all,
+            RunOptions {
+                mode: Some(Mode::Send),
+                context_id: Some("c".into()),
+                task_id: Some("t".into()),
+                subscribe_only: true,
+                history_length: Some(3),
+                cues: CueOverrides {
+                    context: Some(true),
+                    tools: Some(false),
+                    system: Some(true),
+                    developer: None,
+                    state: Some(Some(StateForm::Patch)),
+                },
+            }
+        );
+        let nulls = json!({"mode": null, "contextId": null, "subscribeOnly": null,
+            "historyLength": null, "forwardState": null});
+        for defaults in [json!({}), nulls, json!("not an object"), json!(null)] {
+            assert_eq!(options(defaults).unwrap(), RunOptions::default());
+        }
+        for (state, form) in [
+            (json!(true), Some(StateForm::Whole)),
+            (json!("whole"), Some(StateForm::Whole)),
+            (json!(false), None),
+        ] {
+            let read = options(json!({"forwardState": state})).unwrap();
+            assert_eq!(read.cues.state, Some(form));
+        }
+        // The messages of before, word for word.
+        for (a2a, message) in [
+            (
+                json!({"mode": "fast"}),
+                r#"forwardedProps.a2a.mode must be "stream" or "send", not "fast""#,
+            ),
+            (
+                json!({"mode": 1}),
+                "forwardedProps.a2a.mode must be a non-empty string",
+            ),
+            (
+                json!({"contextId": ""}),
+                "forwardedProps.a2a.contextId must be a non-empty string",
+            ),
+            (
+                json!({"taskId": {}}),
+                "forwardedProps.a2a.taskId must be a non-empty string",
+            ),
+            (
+                json!({"subscribeOnly": "yes"}),
+                "forwardedProps.a2a.subscribeOnly must be a boolean",
+            ),
+            (
+                json!({"historyLength": -1}),
+                "forwardedProps.a2a.historyLength must be a non-negative integer",
+            ),
+            (
+                json!({"historyLength": 1.5}),
+                "forwardedProps.a2a.historyLength must be a non-negative integer",
+            ),
+            (
+                json!({"historyLength": 5_000_000_000u64}),
+                "forwardedProps.a2a.historyLength must be a non-negative integer",
+            ),
+            (
+                json!({"forwardContext": 1}),
+                "forwardedProps.a2a.forwardContext must be a boolean",
+            ),
+            (
+                json!({"forwardTools": "true"}),
+                "forwardedProps.a2a.forwardTools must be a boolean",
+            ),
+            (
+                json!({"includeSystemMessages": []}),
+                "forwardedProps.a2a.includeSystemMessages must be a boolean",
+            ),
+            (
+                json!({"includeDeveloperMessages": 0}),
+                "forwardedProps.a2a.includeDeveloperMessages must be a boolean",
+            ),
+            (
+                json!({"forwardState": "diff"}),
+                r#"forwardedProps.a2a.forwardState must be true, false, "whole" or "patch""#,
+            ),
+            (
+                json!({"forwardState": 1}),
+                r#"forwardedProps.a2a.forwardState must be true, false, "whole" or "patch""#,
+            ),
+        ] {
+            let e = options(a2a.clone()).unwrap_err();
+            assert_eq!(e.code(), "invalid_forwarded_props");
+            assert_eq!(e.to_string(), message, "{a2a}");
+        }
+    }
+
+    #[test]
     fn resume_sends_the_answer_to_the_same_task() {
         let i = input(json!({"threadId": "t", "runId": "r", "messages": [],
             "state": {"a2a": {"contextId": "c", "pendingInterrupts": {"a2a:T:q": {}}}},
             "resume": [{"interruptId": "a2a:T:q", "status": "resolved", "payload": {"approved": true, "text": "yes"}}]}));
         let p = plan(&i).unwrap();
-        assert_eq!(p.resolves, vec!["a2a:T:q".to_owned()]);
+        assert_eq!(p.resolves, vec![InterruptId::parse("a2a:T:q").unwrap()]);
         assert_eq!(p.state_context_id.as_deref(), Some("c"));
         let Action::Answer(a) = p.action else {
             panic!()
@@ -631,6 +841,51 @@ mod tests {
         assert!(
             matches!(&m.parts[1].content, PartContent::Data(d) if d["type"] == "a2a.input.response")
         );
+    }
+
+    #[test]
+    fn a_resume_names_its_task_whatever_its_ids_hold() {
+        // docs/identity.md "Interrupt ids": the task id as it is, the tail escaped.
+        for (raw, task, tail) in [
+            ("a2a:ns:T:1:q", "ns:T:1", "q"),
+            ("a2a:50%:é:q%3A1%25", "50%:é", "q:1%"),
+            ("a2a:ü✓:input-required", "ü✓", "input-required"),
+        ] {
+            let i = input(json!({"threadId": "t", "runId": "r", "messages": [],
+                "state": {"a2a": {"pendingInterrupts": {raw: {}}}},
+                "resume": [{"interruptId": raw, "status": "resolved", "payload": "yes"}]}));
+            let p = plan(&i).unwrap();
+            assert_eq!(p.resolves[0].tail(), tail);
+            let Action::Answer(a) = p.action else {
+                panic!("{raw}")
+            };
+            assert_eq!(a.task_id, task);
+            assert_eq!(a.message_id, format!("{raw}:response"));
+            let cancel = input(json!({"threadId": "t", "runId": "r", "messages": [],
+                "resume": [{"interruptId": raw, "status": "cancelled"}]}));
+            assert_eq!(
+                plan(&cancel).unwrap().action,
+                Action::Cancel {
+                    task_id: task.into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn an_open_interrupt_is_matched_by_the_question_it_names() {
+        // The state and the resume spell one question differently (`%3a` / `%3A`).
+        let i = input(json!({"threadId": "t", "runId": "r", "messages": [],
+            "state": {"a2a": {"pendingInterrupts": {"a2a:T:m%3a1": {}}}},
+            "resume": [{"interruptId": "a2a:T:m%3A1", "status": "resolved", "payload": "y"}]}));
+        assert!(matches!(plan(&i).unwrap().action, Action::Answer(_)));
+        let other_task = input(json!({"threadId": "t", "runId": "r", "messages": [],
+            "resume": [{"interruptId": "a2a:T:1:q", "status": "resolved", "payload": "y"},
+                {"interruptId": "a2a:T:2:q", "status": "resolved", "payload": "y"}]}));
+        assert!(matches!(
+            plan(&other_task).unwrap().action,
+            Action::Refuse(_)
+        ));
     }
 
     #[test]

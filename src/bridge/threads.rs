@@ -75,14 +75,15 @@ pub(crate) struct LastTask {
     pub updated_at: Option<String>,
 }
 
-/// One conversation of an agent.
+/// One conversation of an agent. The wire types of this module declare their fields in
+/// alphabetical order, the order in which the threads API has always written them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadSummary {
-    pub thread_id: String,
     pub context_id: String,
-    pub status: ThreadStatus,
     pub last_task: LastTask,
+    pub status: ThreadStatus,
+    pub thread_id: String,
 }
 
 /// Groups `tasks` (newest first, as `ListTasks` answers) into conversations, newest first:

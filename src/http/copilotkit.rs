@@ -53,6 +53,7 @@ use super::{threads, AgentRef, AppState};
 use crate::a2a::model::Task;
 use crate::agui::{Event, RunAgentInput};
 use crate::auth::Caller;
+use crate::bridge::request::RunOptions;
 use crate::bridge::{history, Projector, RunFrame};
 use crate::error::{RequestError, RunError};
 use crate::redact::Shown;
@@ -100,9 +101,9 @@ fn describe(agent: &Agent) -> Value {
     json!({
         "name": agent.settings.name,
         "className": "A2AAgent",
-        "description": summary["description"].as_str().unwrap_or_default(),
+        "description": summary.description.unwrap_or_default(),
         "capabilities": {
-            "transport": {"streaming": summary["streaming"].as_bool().unwrap_or(false), "resumable": true},
+            "transport": {"streaming": summary.streaming.unwrap_or(false), "resumable": true},
             "state": {"snapshots": true, "deltas": true},
             "humanInTheLoop": {"supported": true, "interrupts": true},
         },
@@ -116,14 +117,15 @@ async fn connect(
     caller: Caller,
     req: Request,
 ) -> Result<Response, RequestError> {
-    let (mut input, headers, permit) = super::read_run(&s, &caller, req).await?;
+    let mut body = super::read_run(&s, &caller, req).await?;
+    let input = &mut body.input;
     let thread_id = input.thread_id.clone();
     let Some(context_id) = threads::context_of(&s, &agent, &caller, &thread_id).await? else {
         return Ok(stream(Vec::new()));
     };
     let tasks = match threads::tasks_of(&s, &agent, &caller.name, &thread_id, &context_id).await {
         Ok(tasks) => tasks,
-        Err(e) => return Ok(stream(vec![failed(&s, &input, &RunError::from(&e))])),
+        Err(e) => return Ok(stream(vec![failed(&s, input, &RunError::from(&e))])),
     };
     let Some(last) = tasks.first() else {
         return Ok(stream(Vec::new()));
@@ -133,14 +135,10 @@ async fn connect(
     // out), and follows the task if it still runs.
     let oldest_first: Vec<&Task> = tasks.iter().rev().collect();
     let held = history::merge(&input.messages, history::messages(&oldest_first));
-    input.messages = held
-        .into_iter()
-        .filter_map(|m| serde_json::from_value(m).ok())
-        .collect();
+    input.messages = held.into_iter().map(Into::into).collect();
     input.resume.clear();
-    let props = json!({"subscribeOnly": true, "taskId": last.id, "contextId": context_id});
-    input.forwarded_props = Some(json!({ "a2a": props }));
-    super::start_run(&s, agent, &caller, &headers, input, permit, "connect").await
+    let options = RunOptions::subscribe(last.id.clone(), context_id);
+    super::start_run(&s, agent, &caller, body, options, "connect").await
 }
 
 /// `POST {base}/agent/{id}/stop/{threadId}`: cancel the caller's thread's running tasks;

@@ -28,15 +28,16 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{AgentRef, AppState};
 use crate::a2a::client::ClientError;
 use crate::a2a::model::{StreamEvent, Task};
 use crate::a2a::Operation;
+use crate::agui::event;
 use crate::auth::Caller;
-use crate::bridge::state::{layout, ClientView};
+use crate::bridge::state::ClientView;
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
@@ -81,11 +82,10 @@ pub(crate) async fn list(
     AgentRef(agent): AgentRef,
     caller: Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<Value>, RequestError> {
+) -> Result<Json<ThreadPage<ThreadSummary>>, RequestError> {
     let q = query(q)?;
     let (threads, source) = visible_threads(&s, &agent, &caller).await?;
-    let items: Vec<Value> = threads.iter().map(|t| json!(t)).collect();
-    Ok(Json(page(items, source, &q)?))
+    Ok(Json(page(threads, |t| t.status, source, &q)?))
 }
 
 /// `GET /threads`: every agent's visible conversations, newest first, each with `agent`;
@@ -94,7 +94,7 @@ pub(crate) async fn inbox(
     State(s): State<AppState>,
     caller: Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<Value>, RequestError> {
+) -> Result<Json<InboxPage>, RequestError> {
     let q = query(q)?;
     // Every agent at once: one that does not answer costs the inbox one
     // `timeouts.upstream_call`, not one per agent.
@@ -124,10 +124,11 @@ pub(crate) async fn inbox(
         read.into_iter()
             .map(|(name, r)| (name, r.map(|(t, _)| t).map_err(|e| e.code()))),
     );
-    let items: Vec<Value> = inbox.threads.iter().map(|t| json!(t)).collect();
-    let mut body = page(items, source, &q)?;
-    body["unavailable"] = json!(inbox.unavailable);
-    Ok(Json(body))
+    let page = page(inbox.threads, |t| t.thread.status, source, &q)?;
+    Ok(Json(InboxPage {
+        page,
+        unavailable: inbox.unavailable,
+    }))
 }
 
 /// `GET /agents/{name}/threads/{threadId}`: the conversation with its messages (rebuilt from
@@ -137,7 +138,7 @@ pub(crate) async fn detail(
     AgentRef(agent): AgentRef,
     Path((_, thread_id)): Path<(String, String)>,
     caller: Caller,
-) -> Result<Json<Value>, RequestError> {
+) -> Result<Json<ThreadDetail>, RequestError> {
     let context_id = context_of(&s, &agent, &caller, &thread_id)
         .await?
         .ok_or(RequestError::UnknownThread)?;
@@ -160,19 +161,29 @@ fn detail_body(
     thread_id: &str,
     context_id: &str,
     tasks: &mut [Task],
-) -> Option<Value> {
+) -> Option<ThreadDetail> {
     let summary = threads::summarize(tasks, |_| thread_id.to_owned())
         .into_iter()
         .next()?;
     tasks.reverse();
     let oldest_first: Vec<&Task> = tasks.iter().collect();
     let messages = history::messages(&oldest_first);
-    let (state, pending) = projected_state(limits, thread_id, context_id, tasks.last());
-    let mut body = json!(summary);
-    body["messages"] = json!(messages);
-    body["state"] = state;
-    body[layout::PENDING_INTERRUPTS] = pending;
-    Some(body)
+    let (state, pending_interrupts) = projected_state(limits, thread_id, context_id, tasks.last());
+    let ThreadSummary {
+        context_id,
+        last_task,
+        status,
+        thread_id,
+    } = summary;
+    Some(ThreadDetail {
+        context_id,
+        last_task,
+        messages,
+        pending_interrupts,
+        state,
+        status,
+        thread_id,
+    })
 }
 
 /// The context of the caller's thread `thread_id` (docs/design.md#4-threads-and-contexts,
@@ -249,13 +260,13 @@ async fn resolve(s: &AppState, agent: &Agent, owner: &str) -> Result<Arc<Resolve
 }
 
 /// The state the run path would have projected for the conversation's last task, and its
-/// pending interrupts.
+/// pending interrupts (the entries at `/a2a/pendingInterrupts`).
 fn projected_state(
     limits: &Limits,
     thread_id: &str,
     context_id: &str,
     last: Option<&Task>,
-) -> (Value, Value) {
+) -> (Value, Vec<Value>) {
     let mut projector = Projector::new(RunFrame {
         thread_id: thread_id.to_owned(),
         context_id: Some(context_id.to_owned()),
@@ -266,8 +277,11 @@ fn projected_state(
         projector.apply(&StreamEvent::Task(task.clone()));
     }
     let state = projector.state().cloned().unwrap_or_else(|| json!({}));
-    let pending: Vec<&Value> = ClientView::of(Some(&state)).pending_interrupt_entries();
-    let pending = json!(pending);
+    let pending = ClientView::of(Some(&state))
+        .pending_interrupt_entries()
+        .into_iter()
+        .cloned()
+        .collect();
     (state, pending)
 }
 
@@ -355,9 +369,53 @@ async fn from_bindings(
     }))
 }
 
-/// Filters by `status` and cuts one page (`pageToken` is the offset of the page): the
-/// list's body.
-fn page(items: Vec<Value>, source: &str, q: &ListQuery) -> Result<Value, RequestError> {
+/// One page of a thread list (`GET /agents/{name}/threads`, and the inbox's threads). The
+/// wire types of this module declare their fields in alphabetical order, the order in which
+/// the threads API has always written them.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ThreadPage<T> {
+    /// The offset of the next page, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_page_token: Option<String>,
+    /// `upstream` (`ListTasks`) or `bindings` (the binding store, A2A 0.3).
+    source: &'static str,
+    threads: Vec<T>,
+}
+
+/// `GET /threads`: a page of the inbox and the agents that could not be read (always
+/// present).
+#[derive(Debug, Serialize)]
+pub(crate) struct InboxPage {
+    #[serde(flatten)]
+    page: ThreadPage<threads::InboxThread>,
+    unavailable: Vec<threads::Unavailable>,
+}
+
+/// `GET /agents/{name}/threads/{threadId}`: the list item plus the conversation.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ThreadDetail {
+    context_id: String,
+    last_task: threads::LastTask,
+    /// Rebuilt from A2A history (`history::messages`).
+    messages: Vec<event::Message>,
+    /// The entries at the state's `/a2a/pendingInterrupts`, under the same name
+    /// (`state::layout::PENDING_INTERRUPTS`; a test holds the two spellings equal).
+    pending_interrupts: Vec<Value>,
+    /// The docs/design.md#6-projection-a2a-to-ag-ui projection of the last task.
+    state: Value,
+    status: ThreadStatus,
+    thread_id: String,
+}
+
+/// Filters by `status` and cuts one page (`pageToken` is the offset of the page).
+fn page<T>(
+    items: Vec<T>,
+    status_of: impl Fn(&T) -> ThreadStatus,
+    source: &'static str,
+    q: &ListQuery,
+) -> Result<ThreadPage<T>, RequestError> {
     let status = match q.status.as_deref() {
         None => None,
         Some(raw) => Some(ThreadStatus::parse(raw).ok_or_else(|| {
@@ -387,23 +445,129 @@ fn page(items: Vec<Value>, source: &str, q: &ListQuery) -> Result<Value, Request
             ))
         }
     };
-    let matching: Vec<Value> = items
+    let matching: Vec<T> = items
         .into_iter()
-        .filter(|t| status.is_none_or(|s| t["status"] == s.as_str()))
+        .filter(|t| status.is_none_or(|s| status_of(t) == s))
         .collect();
     let total = matching.len();
-    let threads: Vec<Value> = matching.into_iter().skip(offset).take(size).collect();
-    let mut body = json!({"threads": threads, "source": source});
-    if offset + size < total {
-        body["nextPageToken"] = json!((offset + size).to_string());
-    }
-    Ok(body)
+    let threads: Vec<T> = matching.into_iter().skip(offset).take(size).collect();
+    Ok(ThreadPage {
+        next_page_token: (offset + size < total).then(|| (offset + size).to_string()),
+        source,
+        threads,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::a2a::model::ProtocolVersion;
+    use crate::bridge::state::layout;
+
+    fn summary(id: &str, status: ThreadStatus) -> ThreadSummary {
+        ThreadSummary {
+            context_id: format!("c-{id}"),
+            last_task: threads::LastTask {
+                id: format!("t-{id}"),
+                state: "working".into(),
+                updated_at: Some("2026-01-01".into()),
+            },
+            status,
+            thread_id: id.into(),
+        }
+    }
+
+    fn query(status: Option<&str>, page_size: Option<usize>) -> ListQuery {
+        ListQuery {
+            status: status.map(str::to_owned),
+            page_size,
+            page_token: None,
+        }
+    }
+
+    #[test]
+    fn bodies_keep_the_json_of_before() {
+        // As the JSON maps of before wrote them: keys sorted.
+        let items = vec![
+            summary("a", ThreadStatus::Working),
+            summary("b", ThreadStatus::InputRequired),
+            summary("c", ThreadStatus::InputRequired),
+        ];
+        let list = page(
+            items.clone(),
+            |t| t.status,
+            SOURCE_UPSTREAM,
+            &query(None, Some(1)),
+        );
+        let before =
+            json!({"threads": [json!(items[0])], "source": "upstream", "nextPageToken": "1"});
+        assert_eq!(
+            serde_json::to_string(&list.unwrap()).unwrap(),
+            before.to_string()
+        );
+        let waiting = page(
+            items.clone(),
+            |t| t.status,
+            SOURCE_BINDINGS,
+            &query(Some("input-required"), None),
+        );
+        let before = json!({"threads": [json!(items[1]), json!(items[2])], "source": "bindings"});
+        assert_eq!(
+            serde_json::to_string(&waiting.unwrap()).unwrap(),
+            before.to_string()
+        );
+
+        let inbox = threads::inbox([
+            ("x".to_owned(), Ok(vec![items[0].clone()])),
+            ("down".to_owned(), Err("upstream_unavailable")),
+        ]);
+        let body = InboxPage {
+            page: page(
+                inbox.threads.clone(),
+                |t| t.thread.status,
+                SOURCE_UPSTREAM,
+                &query(None, None),
+            )
+            .unwrap(),
+            unavailable: inbox.unavailable.clone(),
+        };
+        let before = json!({"threads": [json!(inbox.threads[0])], "source": "upstream",
+            "unavailable": [{"agent": "down", "code": "upstream_unavailable"}]});
+        assert_eq!(serde_json::to_string(&body).unwrap(), before.to_string());
+        assert_eq!(
+            serde_json::to_value(&body).unwrap()["threads"][0]["agent"],
+            "x"
+        );
+
+        let messages = vec![event::Message::text("m", crate::agui::Role::User, "hi")];
+        let detail = ThreadDetail {
+            context_id: "c-a".into(),
+            last_task: items[0].last_task.clone(),
+            messages: messages.clone(),
+            pending_interrupts: vec![json!({"id": "a2a:T:q"})],
+            state: json!({"a2a": {}}),
+            status: ThreadStatus::Working,
+            thread_id: "a".into(),
+        };
+        let mut before = json!(items[0]);
+        before["messages"] = json!(messages);
+        before["state"] = json!({"a2a": {}});
+        before["pendingInterrupts"] = json!([{"id": "a2a:T:q"}]);
+        assert_eq!(serde_json::to_string(&detail).unwrap(), before.to_string());
+    }
+
+    #[test]
+    fn bad_queries_are_refused() {
+        let items = vec![summary("a", ThreadStatus::Idle)];
+        for q in [
+            query(Some("bogus"), None),
+            query(None, Some(0)),
+            query(None, Some(101)),
+        ] {
+            let e = page(items.clone(), |t| t.status, SOURCE_UPSTREAM, &q).unwrap_err();
+            assert_eq!(e.code(), "invalid_query");
+        }
+    }
 
     /// A thread's `pendingInterrupts` is the state's `/a2a/pendingInterrupts` under the
     /// same name (one constant, `state::layout`), and the OpenAPI describes it by that name.
@@ -418,7 +582,8 @@ mod tests {
             .unwrap();
         let context_id = task.context_id.clone().unwrap();
         let limits = crate::config::Limits::default();
-        let body = detail_body(&limits, "t", &context_id, &mut [task]).unwrap();
+        let detail = detail_body(&limits, "t", &context_id, &mut [task]).unwrap();
+        let body = serde_json::to_value(detail).unwrap();
         let in_state: Vec<&Value> = body["state"][layout::A2A][layout::PENDING_INTERRUPTS]
             .as_object()
             .unwrap()

@@ -156,7 +156,8 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
         "forwardedProps": {}, "messages": [{"id": "u1", "role": "user", "content": "hi"}]
     }))
     .unwrap();
-    let plan = crate::bridge::request::plan(&input).unwrap();
+    let options = crate::bridge::request::RunOptions::parse(&input).unwrap();
+    let plan = crate::bridge::request::plan(&input, options).unwrap();
     let metrics = Arc::new(crate::metrics::Metrics::new(Default::default()));
     let (tx, rx) = mpsc::channel(1024);
     let sink = Sink {

@@ -11,7 +11,7 @@ use crate::a2a::client::ClientError;
 use crate::a2a::model::{OutgoingMessage, StreamEvent, Task};
 use crate::a2a::rpc_code;
 use crate::bridge::dialect;
-use crate::bridge::interrupt;
+use crate::bridge::interrupt::InterruptId;
 use crate::bridge::request::Answer;
 use crate::error::RunError;
 use crate::redact::Shown;
@@ -48,7 +48,7 @@ impl Run {
             .status
             .state
             .is_interrupted()
-            .then(|| interrupt::interrupt_id(&task.id, &task.status));
+            .then(|| InterruptId::of_status(&task.id, &task.status));
         // The question answered: the task's current one, or — when the task still waits but
         // its status lost the question (strands keeps the task waiting after refusing an
         // answer, its status without the message) — the one the interrupt id names.
@@ -59,7 +59,8 @@ impl Run {
             Some(_) if task.status.message.is_none() => answer
                 .interrupts
                 .iter()
-                .filter_map(|i| interrupt::message_of(i))
+                .map(InterruptId::tail)
+                .filter(|m| !m.is_empty())
                 .find_map(|m| task.history.iter().rev().find(|h| h.message_id == m)),
             _ => None,
         };
@@ -90,11 +91,11 @@ impl Run {
         &mut self,
         upstream: &Resolved,
         task: &Task,
-        interrupt_id: &str,
+        interrupt_id: &InterruptId,
         message: &OutgoingMessage,
     ) -> Result<(), Disconnected> {
         let agent = self.agent.settings.name.clone();
-        self.projector.answering(interrupt_id);
+        self.projector.answering(interrupt_id.clone());
         let claimed = self
             .bindings
             .claim_answer(&agent, interrupt_id, self.timeouts.run)

@@ -175,6 +175,71 @@ async fn a_resume_sent_twice_at_once_reaches_the_agent_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_interrupt_of_a_task_whose_ids_hold_colons_resumes_that_task() {
+    // docs/identity.md "Interrupt ids": any task id and status message id round-trip.
+    const TASK: &str = "urn:task:50%:é";
+    const QUESTION: &str = "q:1%";
+    let waiting = json!({"id": TASK, "contextId": "C1", "status": {"state": "TASK_STATE_INPUT_REQUIRED",
+        "message": {"messageId": QUESTION, "role": "ROLE_AGENT", "parts": [{"text": "Proceed?"}]}}});
+    let asked = waiting.clone();
+    let up = Fake::start_responder(move |method, params| match method {
+        "GetTask" => Some(Answer::Json(json!({"result": asked}))),
+        "SendStreamingMessage" if params["message"]["taskId"] == TASK => {
+            Some(Answer::Frames(vec![
+                json!({"statusUpdate": {"taskId": TASK, "contextId": "C1",
+                "status": {"state": "TASK_STATE_COMPLETED", "message": {"messageId": "done",
+                    "role": "ROLE_AGENT", "parts": [{"text": "Proceeding."}]}}}}),
+            ]))
+        }
+        "SendStreamingMessage" => Some(Answer::Frames(vec![json!({"task": asked})])),
+        _ => None,
+    })
+    .await;
+    let gw = Gateway::with_agents(&[("up", &up.url)]).await;
+    let within = Duration::from_secs(20);
+    let first = json!({"threadId": "colons", "runId": "r1", "protocolVersion": "1.0",
+        "messages": [{"id": "u1", "role": "user", "content": "go"}]});
+    let run = post_run(&gw.agent_url("up"), &first, within).await;
+    assert_run_finished(&run);
+    let interrupt = &run.events.last().unwrap()["outcome"]["interrupts"][0];
+    let id = interrupt["id"].as_str().unwrap().to_owned();
+    assert_eq!(id, "a2a:urn:task:50%:é:q%3A1%25");
+    assert_eq!(interrupt["metadata"]["a2a"]["taskId"], TASK);
+    let resume = json!({"threadId": "colons", "runId": "r2", "protocolVersion": "1.0", "messages": [],
+        "state": {"a2a": {"contextId": "C1", "task": {"id": TASK, "state": "input-required"},
+            "pendingInterrupts": {&id: {"id": &id}}}},
+        "resume": [{"interruptId": &id, "status": "resolved", "payload": "yes"}]});
+    let run = post_run(&gw.agent_url("up"), &resume, within).await;
+    assert_run_finished(&run);
+    assert_eq!(
+        run.events.last().unwrap()["outcome"]["type"],
+        "success",
+        "{}",
+        run.raw
+    );
+    let resolved = run
+        .events
+        .iter()
+        .find(|e| e["type"] == "ACTIVITY_DELTA")
+        .unwrap();
+    assert_eq!(resolved["messageId"], id.as_str());
+    let answer = up
+        .requests()
+        .into_iter()
+        .rfind(|r| r.method == "SendStreamingMessage")
+        .map(|r| serde_json::from_str::<Value>(&r.body).unwrap())
+        .unwrap();
+    assert_eq!(
+        answer["params"]["message"]["taskId"], TASK,
+        "the answer went to its task"
+    );
+    assert_eq!(
+        answer["params"]["message"]["messageId"],
+        format!("{id}:response")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn auth_required_and_a_plain_answer_without_resume() {
     let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
     // A client without resume support answers with a plain user message
