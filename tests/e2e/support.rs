@@ -51,10 +51,15 @@ impl Drop for Upstream {
     }
 }
 
-/// A URL where nothing listens (a port bound, then let go).
+/// A URL where nothing listens (a port held by a socket that never listens).
 pub fn closed_url() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    format!("http://{}/", listener.local_addr().unwrap())
+    // A socket bound and never listening: connections are refused, and the port stays this
+    // test process's (a port merely freed may be taken by the next peer started).
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}/", socket.local_addr().unwrap());
+    std::mem::forget(socket);
+    url
 }
 
 /// Starts a test peer that prints `READY <base-url>` on stdout once it listens (the
