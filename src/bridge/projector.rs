@@ -1,15 +1,17 @@
-//! The projection A2A -> AG-UI (docs/design.md#6-projection-a2a-to-ag-ui, `docs/mapping.md`): pure,
-//! synchronous, no I/O,
-//! no clock, no randomness.
+//! The projection A2A -> AG-UI (docs/design.md#6-projection-a2a-to-ag-ui, `docs/mapping.md`):
+//! pure, synchronous, no I/O, no clock, no randomness.
 //!
 //! Invariants of the events a [`Projector`] returns, over its whole life:
 //! - `RUN_STARTED` comes first (held back until the A2A contextId is known,
-//!   docs/design.md#4-threads-and-contexts),
-//!   immediately followed by one `STATE_SNAPSHOT`;
+//!   docs/design.md#4-threads-and-contexts), immediately followed by one `STATE_SNAPSHOT`;
 //! - exactly one terminal event (`RUN_FINISHED` or `RUN_ERROR`) comes last, and nothing after;
 //! - every `TEXT_MESSAGE_START` is closed before `RUN_FINISHED`;
 //! - every `STATE_DELTA` applies cleanly to the state before it (checked on the shadow);
 //! - 1.0-only shapes (`cancelled` outcome) only for clients that declared AG-UI 1.0.
+//!
+//! This module holds the run's lifecycle (a [`Phase`]: not started, running with its shadow
+//! state, finished) and the task and status events; a message's parts are [`parts`]', an
+//! artifact's [`artifacts`]'.
 
 use std::collections::{HashMap, HashSet};
 
@@ -17,18 +19,23 @@ use serde_json::{json, Map, Value};
 
 use super::dialect::{self, Dialect};
 use super::interrupt::{self, InterruptId};
-use super::reply::{self, Piece, Replies, Step};
+use super::reply::Replies;
 use super::state::{self, add, layout, Op, Refusal, Shadow, StateLimits, Writer};
 use super::tools::{self, ToolItem};
 use super::{history, lane};
 use crate::a2a::model::{
-    Artifact, ArtifactUpdate, Message, Part, PartContent, Role, StatusUpdate, StreamEvent, Task,
-    TaskState, TaskStatus,
+    Message, Part, Role, StatusUpdate, StreamEvent, Task, TaskState, TaskStatus,
 };
 use crate::agui::input::Message as ClientMessage;
-use crate::agui::{self, Event, Interrupt, Outcome};
+use crate::agui::{Event, Interrupt, Outcome};
 use crate::error::RunError;
 use json_patch::jsonptr::PointerBuf;
+
+mod artifacts;
+mod parts;
+
+use artifacts::ArtifactTrack;
+use parts::raw_event;
 
 /// What the projector needs to know about the run before the first upstream event.
 #[derive(Debug, Clone, Default)]
@@ -71,22 +78,54 @@ impl RunFrame {
     }
 }
 
+/// A run's life: `RUN_STARTED` not sent yet (the A2A contextId is awaited), running with the
+/// client state as projected so far, or finished (its terminal event went out; the state as
+/// it ended stays readable, nothing more is projected).
 #[derive(Debug)]
-struct ArtifactTrack {
-    pointer: PointerBuf,
-    text: String,
-    message_id: String,
-    /// Its last chunk came (or it arrived whole).
-    complete: bool,
+enum Phase {
+    NotStarted,
+    Running(Shadow),
+    Finished(Option<Shadow>),
+}
+
+impl Phase {
+    fn is_finished(&self) -> bool {
+        matches!(self, Phase::Finished(_))
+    }
+
+    /// The state as projected so far (or as the run ended).
+    fn shadow(&self) -> Option<&Shadow> {
+        match self {
+            Phase::Running(shadow) | Phase::Finished(Some(shadow)) => Some(shadow),
+            _ => None,
+        }
+    }
+
+    /// The state a running run may still change.
+    fn running_mut(&mut self) -> Option<&mut Shadow> {
+        match self {
+            Phase::Running(shadow) => Some(shadow),
+            _ => None,
+        }
+    }
+
+    /// The terminal event goes out: the run is finished, its state kept.
+    fn finish(&mut self) {
+        let shadow = match std::mem::replace(self, Phase::NotStarted) {
+            Phase::Running(shadow) => Some(shadow),
+            Phase::Finished(shadow) => shadow,
+            Phase::NotStarted => None,
+        };
+        *self = Phase::Finished(shadow);
+    }
 }
 
 /// Projects one run's A2A stream into AG-UI events.
 #[derive(Debug)]
 pub(crate) struct Projector {
     frame: RunFrame,
-    finished: bool,
-    /// The client state as projected so far; `Some` once `RUN_STARTED` went out.
-    shadow: Option<Shadow>,
+    /// Where the run is in its life, with the client state as projected so far.
+    phase: Phase,
     saw_task: bool,
     saw_reply: bool,
     /// Which AG-UI message each piece of agent text goes to (one reply, one message).
@@ -118,8 +157,7 @@ impl Projector {
     pub(crate) fn new(frame: RunFrame) -> Self {
         Self {
             frame,
-            finished: false,
-            shadow: None,
+            phase: Phase::NotStarted,
             saw_task: false,
             saw_reply: false,
             replies: Replies::default(),
@@ -167,7 +205,7 @@ impl Projector {
     /// interrupts are resolved
     /// now, not before — a refused answer leaves them pending.
     fn accept(&mut self, out: &mut Vec<Event>) {
-        if self.accepted || self.finished {
+        if self.accepted || self.phase.is_finished() {
             return;
         }
         self.accepted = true;
@@ -198,7 +236,7 @@ impl Projector {
 
     /// True once the terminal event was returned.
     pub(crate) fn is_finished(&self) -> bool {
-        self.finished
+        self.phase.is_finished()
     }
 
     /// The A2A context id bound to this run, once known.
@@ -208,7 +246,7 @@ impl Projector {
 
     /// The state document as projected so far (once the run started).
     pub(crate) fn state(&self) -> Option<&Value> {
-        self.shadow.as_ref().map(Shadow::doc)
+        self.phase.shadow().map(Shadow::doc)
     }
 
     /// The A2A task id of this run, once known.
@@ -229,7 +267,7 @@ impl Projector {
     /// Projects one upstream event.
     pub(crate) fn apply(&mut self, event: &StreamEvent) -> Vec<Event> {
         let mut out = Vec::new();
-        if self.finished {
+        if self.phase.is_finished() {
             return out;
         }
         // A message's taskId names the task it belongs to, not this run's (A2A 1.0 §3.1.2).
@@ -305,7 +343,7 @@ impl Projector {
         client_messages: &[ClientMessage],
     ) -> Vec<Event> {
         let mut out = Vec::new();
-        if self.finished {
+        if self.phase.is_finished() {
             return out;
         }
         self.learn_ids(Some(context_id), None);
@@ -335,7 +373,7 @@ impl Projector {
 
     /// Starts (if not yet) from a task snapshot; `None` once the run is finished.
     fn start_from(&mut self, task: &Task) -> Option<Vec<Event>> {
-        if self.finished {
+        if self.phase.is_finished() {
             return None;
         }
         self.learn_ids(task.context_id.as_deref(), Some(&task.id));
@@ -413,7 +451,7 @@ impl Projector {
     /// The upstream stream ended. `Some` with the closing events if the run is complete
     /// (or was already finished); `None` if the task is still open and needs recovery.
     pub(crate) fn end_of_stream(&mut self) -> Option<Vec<Event>> {
-        if self.finished {
+        if self.phase.is_finished() {
             return Some(Vec::new());
         }
         if self.saw_reply {
@@ -427,12 +465,12 @@ impl Projector {
     /// Ends the run with `RUN_ERROR` (no-op if already finished).
     pub(crate) fn fail(&mut self, error: &RunError) -> Vec<Event> {
         let mut out = Vec::new();
-        if self.finished {
+        if self.phase.is_finished() {
             return out;
         }
         self.ensure_started(&mut out);
         self.close_messages(&mut out);
-        self.finished = true;
+        self.phase.finish();
         out.push(Event::run_error(error.code(), error.to_string()));
         out
     }
@@ -441,7 +479,7 @@ impl Projector {
     /// `RUN_FINISHED` for older ones (docs/design.md#6-projection-a2a-to-ag-ui).
     pub(crate) fn cancelled(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
-        if !self.finished {
+        if !self.phase.is_finished() {
             self.ensure_started(&mut out);
             self.finish_cancelled(&mut out);
         }
@@ -452,10 +490,12 @@ impl Projector {
     /// (`state.rs`). Ops that would not apply are dropped with a `RAW` note, never sent;
     /// ops over a limit end the run with `limit_exceeded`.
     fn delta(&mut self, ops: Vec<Op>, writer: Writer, out: &mut Vec<Event>) {
-        if ops.is_empty() || self.finished {
+        if ops.is_empty() || self.phase.is_finished() {
             return;
         }
-        let shadow = self.shadow.as_mut().expect("started before any delta");
+        let Some(shadow) = self.phase.running_mut() else {
+            return;
+        };
         match shadow.apply(&ops, writer) {
             Ok(()) => out.push(Event::StateDelta { delta: ops }),
             Err(Refusal::Invalid(reason)) => out.push(raw_event(
@@ -481,7 +521,7 @@ impl Projector {
     }
 
     fn ensure_started(&mut self, out: &mut Vec<Event>) {
-        if self.shadow.is_some() {
+        if !matches!(self.phase, Phase::NotStarted) {
             return;
         }
         let mut a2a = Map::new();
@@ -504,7 +544,7 @@ impl Projector {
         out.push(Event::StateSnapshot {
             snapshot: shadow.snapshot(),
         });
-        self.shadow = Some(shadow);
+        self.phase = Phase::Running(shadow);
     }
 
     fn on_task(&mut self, task: &Task, out: &mut Vec<Event>) {
@@ -552,7 +592,7 @@ impl Projector {
             self.projected_task = Some((task_id.to_owned(), state.clone()));
             self.project_task(task_id, status, status_text.as_deref(), out);
         }
-        if self.finished {
+        if self.phase.is_finished() {
             return;
         }
         let message = status_text.filter(|t| !t.is_empty());
@@ -624,306 +664,6 @@ impl Projector {
         );
     }
 
-    /// Projects an agent message's parts: text through the reply rule ([`Replies`]), tool
-    /// calls, state and A2UI data parts into their events, the rest as `RAW`. `asking`: the
-    /// message is a question, whose other data parts are the interrupt's request.
-    fn on_message(&mut self, msg: &Message, asking: bool, out: &mut Vec<Event>) {
-        if msg.role == Role::User {
-            return;
-        }
-        let mut text = String::new();
-        for part in &msg.parts {
-            match &part.content {
-                PartContent::Text(t) => text.push_str(t),
-                // A question's own data is its request; calls and state updates still apply.
-                PartContent::Data(d) if asking && !is_agent_update(d, part) => {}
-                PartContent::Data(d) => self.on_data_part(d, part, out),
-                _ => out.push(raw_event(json!({"part": part_json(part)}))),
-            }
-        }
-        if text.is_empty() {
-            return;
-        }
-        let id = if msg.message_id.is_empty() {
-            self.anonymous += 1;
-            format!(
-                "{}-message-{}",
-                self.frame.task_id.as_deref().unwrap_or("a2a"),
-                self.anonymous
-            )
-        } else {
-            msg.message_id.clone()
-        };
-        let piece = Piece::Message {
-            complete: reply::marked_complete(msg.metadata.as_ref()),
-        };
-        let steps = self.replies.piece(&id, &text, piece);
-        self.emit_steps(steps, out);
-    }
-
-    /// Turns reply steps into text events, counting new text against
-    /// `limits.max_text_bytes_per_run`.
-    fn emit_steps(&mut self, steps: Vec<Step>, out: &mut Vec<Event>) {
-        for step in steps {
-            match step {
-                Step::Start { id } => out.push(Event::TextMessageStart {
-                    message_id: id,
-                    role: agui::Role::Assistant,
-                }),
-                Step::Content { id, delta } => {
-                    if !self.charge_text(delta.len(), out) {
-                        return;
-                    }
-                    out.push(Event::TextMessageContent {
-                        message_id: id,
-                        delta,
-                    });
-                }
-                Step::End { id } => out.push(Event::TextMessageEnd { message_id: id }),
-            }
-        }
-    }
-
-    /// Closes the open text message (a tool call, an interrupt, the run's end).
-    fn close_messages(&mut self, out: &mut Vec<Event>) {
-        let steps = self.replies.close();
-        self.emit_steps(steps, out);
-    }
-
-    fn on_data_part(&mut self, data: &Value, part: &Part, out: &mut Vec<Event>) {
-        if let Some(item) = tools::read(data, part.metadata.as_ref()) {
-            self.on_tool(item, out);
-            return;
-        }
-        match data.get("type").and_then(Value::as_str) {
-            // docs/design.md#8-forwarding-lane: an agent may update the app's shared state.
-            Some(AGENT_STATE_SNAPSHOT) => {
-                let (Some(snapshot), Some(shadow)) = (data.get("snapshot"), &mut self.shadow)
-                else {
-                    return;
-                };
-                match shadow.replace_app_state(snapshot.clone()) {
-                    Ok(()) => out.push(Event::StateSnapshot {
-                        snapshot: shadow.snapshot(),
-                    }),
-                    Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) => {
-                        out.extend(self.fail(&RunError::LimitExceeded(reason)))
-                    }
-                }
-            }
-            Some(AGENT_STATE_DELTA) => {
-                let patch = data.get("patch").cloned().unwrap_or(Value::Null);
-                let Ok(ops) = serde_json::from_value::<Vec<Op>>(patch) else {
-                    out.push(raw_event(json!({"gatewayNote": "state patch skipped",
-                        "reason": "not an RFC 6902 patch", "part": part_json(part)})));
-                    return;
-                };
-                // The gateway's own subtree is not the agent's to edit (nor to move away).
-                let (own, foreign): (Vec<Op>, Vec<Op>) = ops.into_iter().partition(|op| {
-                    layout::is_gateway_owned(op.path())
-                        || matches!(op, json_patch::PatchOperation::Move(m) if layout::is_gateway_owned(&m.from))
-                });
-                if !own.is_empty() {
-                    out.push(raw_event(
-                        json!({"gatewayNote": "patch of /a2a ignored", "patch": own}),
-                    ));
-                }
-                self.delta(foreign, Writer::Agent, out);
-            }
-            // Its schema is surfaced on the interrupt; nothing to stream.
-            Some(dialect::GATEWAY_REQUEST) => {}
-            _ => {
-                if let Some((surface, op)) = a2ui_operation(data) {
-                    self.on_a2ui(surface, op, out);
-                } else {
-                    out.push(raw_event(json!({"part": part_json(part)})));
-                }
-            }
-        }
-    }
-
-    /// docs/design.md#6-projection-a2a-to-ag-ui tool-call row: a call becomes
-    /// `TOOL_CALL_START/ARGS/END` (closing the text
-    /// before it), a result `TOOL_CALL_RESULT`; each once per run, however often the
-    /// upstream repeats it (ADK sends a call in its partial and its final event, and again in
-    /// the task's history or artifacts), from a message or an artifact alike.
-    fn on_tool(&mut self, item: ToolItem, out: &mut Vec<Event>) {
-        match item {
-            ToolItem::Call { id, name, args } => {
-                if !self.tool_calls.insert(id.clone()) {
-                    return;
-                }
-                self.close_messages(out);
-                out.push(Event::ToolCallStart {
-                    tool_call_id: id.clone(),
-                    tool_call_name: name,
-                });
-                out.push(Event::ToolCallArgs {
-                    tool_call_id: id.clone(),
-                    delta: args,
-                });
-                out.push(Event::ToolCallEnd { tool_call_id: id });
-            }
-            ToolItem::Result { id, content } => {
-                if !self.tool_results.insert(id.clone()) {
-                    return;
-                }
-                self.close_messages(out);
-                out.push(Event::ToolCallResult {
-                    message_id: tools::result_message_id(&id),
-                    tool_call_id: id,
-                    content,
-                    role: agui::Role::Tool,
-                });
-            }
-        }
-    }
-
-    /// A2UI surface operations become one activity message per surface.
-    fn on_a2ui(&mut self, surface: String, op: &Value, out: &mut Vec<Event>) {
-        const KIND: &str = "a2ui-surface";
-        if self.surfaces.insert(surface.clone()) {
-            out.push(Event::ActivitySnapshot {
-                message_id: surface,
-                activity_type: KIND.into(),
-                content: json!({"operations": [op]}),
-                replace: None,
-            });
-        } else {
-            out.push(Event::ActivityDelta {
-                message_id: surface,
-                activity_type: KIND.into(),
-                patch: vec![add(
-                    PointerBuf::from_tokens(["operations", "-"]),
-                    op.clone(),
-                )],
-            });
-        }
-    }
-
-    fn on_artifact_update(&mut self, update: &ArtifactUpdate, out: &mut Vec<Event>) {
-        self.saw_task = true;
-        self.on_artifact(
-            &update.task_id,
-            &update.artifact,
-            update.append,
-            update.last_chunk,
-            out,
-        );
-    }
-
-    /// docs/design.md#6-projection-a2a-to-ag-ui artifact row: the artifact lives at
-    /// `/view/artifacts/<id>` (or its
-    /// metadata `path`); `append` adds parts at `/parts/-`; `lastChunk` sets `complete` and
-    /// the final `text`. Text parts also stream as an assistant text message, and tool call
-    /// and result parts become tool call events.
-    fn on_artifact(
-        &mut self,
-        task_id: &str,
-        artifact: &Artifact,
-        append: bool,
-        last_chunk: bool,
-        out: &mut Vec<Event>,
-    ) {
-        let size: usize = artifact.parts.iter().map(part_size).sum();
-        self.artifact_bytes += size;
-        if self.artifact_bytes > self.frame.max_artifact_bytes {
-            let msg = format!(
-                "artifacts of this run exceed limits.max_artifact_bytes_per_run ({} bytes)",
-                self.frame.max_artifact_bytes
-            );
-            out.extend(self.fail(&RunError::LimitExceeded(msg)));
-            return;
-        }
-        let key = history::artifact_key(task_id, artifact);
-        let chunk_text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
-        let known = self.artifacts.contains_key(&key);
-        let mut ops = Vec::new();
-        if append && known {
-            let track = &self.artifacts[&key];
-            let append_at = layout::artifact_part_append(&track.pointer);
-            for part in &artifact.parts {
-                ops.push(add(append_at.clone(), part_json(part)));
-            }
-        } else {
-            let pointer = artifact_pointer(&key, artifact.metadata.as_ref());
-            let shadow = self.shadow.as_ref().expect("started");
-            // docs/design.md#6-projection-a2a-to-ag-ui: never deeper than max_state_depth; checked
-            // before any parent is made.
-            if let Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) =
-                shadow.check_depth(&pointer)
-            {
-                out.extend(self.fail(&RunError::LimitExceeded(reason)));
-                return;
-            }
-            let Some(parents) = shadow.parents_of(&pointer) else {
-                out.push(raw_event(json!({"gatewayNote": "artifact path blocked by a non-object", "path": pointer.as_str()})));
-                return;
-            };
-            let obj = artifact_state(&key, task_id, artifact, &chunk_text, last_chunk);
-            ops.extend(parents);
-            ops.push(add(pointer.clone(), obj));
-            let message_id = history::artifact_message_id(task_id, &key);
-            let track = self.artifacts.entry(key.clone()).or_insert(ArtifactTrack {
-                pointer: pointer.clone(),
-                text: String::new(),
-                message_id,
-                complete: false,
-            });
-            track.pointer = pointer;
-            track.text = chunk_text.clone();
-            track.complete = last_chunk;
-        }
-        let track = self.artifacts.get_mut(&key).expect("tracked above");
-        if append && known {
-            track.text.push_str(&chunk_text);
-        }
-        if last_chunk && append && known {
-            track.complete = true;
-            let at = |field| layout::artifact_field(&track.pointer, field);
-            ops.push(add(at("complete"), json!(true)));
-            ops.push(add(at("text"), json!(track.text)));
-        }
-        let message_id = track.message_id.clone();
-        self.delta(ops, Writer::Gateway, out);
-        if self.finished {
-            return;
-        }
-        let piece = Piece::Artifact {
-            append: append && known,
-            last: last_chunk,
-        };
-        let steps = self.replies.piece(&message_id, &chunk_text, piece);
-        self.emit_steps(steps, out);
-        // ADK's new executor sends its function calls and responses as artifacts: tool calls
-        // as in a message, after the chunk's text (`tools` module header).
-        for item in tools::in_parts(&artifact.parts) {
-            if self.finished {
-                return;
-            }
-            self.on_tool(item, out);
-        }
-    }
-
-    /// A completed task's artifacts are complete, `lastChunk` or not: each one still open
-    /// gets `complete: true` and its final `text`.
-    fn complete_artifacts(&mut self, out: &mut Vec<Event>) {
-        let mut ops = Vec::new();
-        let mut open: Vec<&mut ArtifactTrack> = self
-            .artifacts
-            .values_mut()
-            .filter(|a| !a.complete)
-            .collect();
-        open.sort_by(|a, b| a.pointer.cmp(&b.pointer));
-        for track in open {
-            track.complete = true;
-            let at = |field| layout::artifact_field(&track.pointer, field);
-            ops.push(add(at("complete"), json!(true)));
-            ops.push(add(at("text"), json!(track.text)));
-        }
-        self.delta(ops, Writer::Gateway, out);
-    }
-
     fn finish_success(&mut self, out: &mut Vec<Event>) {
         self.finish(
             Outcome::Success {
@@ -940,7 +680,7 @@ impl Projector {
     /// Records what the app state looks like at the run's end, for the next run's state
     /// patch (only when the lane forwards the state).
     fn record_state_digests(&mut self, out: &mut Vec<Event>) {
-        let Some(shadow) = self.shadow.as_ref().filter(|_| self.frame.state_digests) else {
+        let Some(shadow) = self.phase.shadow().filter(|_| self.frame.state_digests) else {
             return;
         };
         let digests = lane::digests(&lane::app_state(Some(shadow.doc())));
@@ -955,15 +695,15 @@ impl Projector {
     /// 1.0 clients only: older ones read an absent outcome as success and reject
     /// `cancelled` (agui.md §2.1, §10).
     fn finish(&mut self, outcome: Outcome, out: &mut Vec<Event>) {
-        if self.finished {
+        if self.phase.is_finished() {
             return;
         }
         self.close_messages(out);
         self.record_state_digests(out);
-        if self.finished {
+        if self.phase.is_finished() {
             return;
         }
-        self.finished = true;
+        self.phase.finish();
         out.push(Event::RunFinished {
             thread_id: self.frame.thread_id.clone(),
             run_id: self.frame.run_id.clone(),
@@ -975,7 +715,7 @@ impl Projector {
     /// (`/a2a/pendingInterrupts/<id>`), announce the
     /// activity, then `RUN_FINISHED` with the interrupt outcome.
     fn finish_interrupted(&mut self, pending: interrupt::Pending, out: &mut Vec<Event>) {
-        if self.finished {
+        if self.phase.is_finished() {
             return;
         }
         self.close_messages(out);
@@ -987,7 +727,7 @@ impl Projector {
             Writer::Gateway,
             out,
         );
-        if self.finished {
+        if self.phase.is_finished() {
             return;
         }
         out.push(Event::ActivitySnapshot {
@@ -996,7 +736,7 @@ impl Projector {
             content: pending.activity_content("awaiting_input"),
             replace: None,
         });
-        self.finished = true;
+        self.phase.finish();
         out.push(Event::RunFinished {
             thread_id: self.frame.thread_id.clone(),
             run_id: self.frame.run_id.clone(),
@@ -1007,115 +747,11 @@ impl Projector {
     }
 }
 
-/// A data part that acts on its own wherever it comes: a tool call or result, a state
-/// update, an A2UI operation.
-fn is_agent_update(data: &Value, part: &Part) -> bool {
-    tools::read(data, part.metadata.as_ref()).is_some()
-        || matches!(
-            data.get("type").and_then(Value::as_str),
-            Some(AGENT_STATE_SNAPSHOT | AGENT_STATE_DELTA)
-        )
-        || a2ui_operation(data).is_some()
-}
-
-/// docs/design.md#8-forwarding-lane: an agent's update of the app's shared state.
-const AGENT_STATE_SNAPSHOT: &str = "agui-state-snapshot";
-const AGENT_STATE_DELTA: &str = "agui-state-delta";
-
-fn raw_event(event: Value) -> Event {
-    Event::Raw {
-        event,
-        source: Some("a2a".into()),
-    }
-}
-
-/// `(surfaceId, operation)` if `data` is an A2UI surface operation.
-fn a2ui_operation(data: &Value) -> Option<(String, &Value)> {
-    const OPS: [&str; 4] = [
-        "beginRendering",
-        "surfaceUpdate",
-        "dataModelUpdate",
-        "deleteSurface",
-    ];
-    let obj = data.as_object()?;
-    OPS.iter().find_map(|op| {
-        let body = obj.get(*op)?;
-        let surface = body.get("surfaceId")?.as_str()?;
-        Some((surface.to_owned(), data))
-    })
-}
-
-/// The artifact object at its state path (`docs/mapping.md`).
-fn artifact_state(
-    key: &str,
-    task_id: &str,
-    artifact: &Artifact,
-    text: &str,
-    complete: bool,
-) -> Value {
-    let mut obj = Map::new();
-    obj.insert("artifactId".into(), json!(key));
-    obj.insert("taskId".into(), json!(task_id));
-    if let Some(n) = &artifact.name {
-        obj.insert("name".into(), json!(n));
-    }
-    if let Some(d) = &artifact.description {
-        obj.insert("description".into(), json!(d));
-    }
-    let parts = artifact.parts.iter().map(part_json).collect();
-    obj.insert("parts".into(), Value::Array(parts));
-    obj.insert("text".into(), json!(text));
-    obj.insert("complete".into(), json!(complete));
-    if let Some(m) = &artifact.metadata {
-        obj.insert("metadata".into(), m.clone());
-    }
-    Value::Object(obj)
-}
-
-/// Where an artifact lives: its `metadata.path` if that is a pointer outside `/a2a`,
-/// else `/view/artifacts/<id>` (docs/design.md#6-projection-a2a-to-ag-ui).
-fn artifact_pointer(key: &str, metadata: Option<&Value>) -> PointerBuf {
-    metadata
-        .and_then(|m| m.get("path"))
-        .and_then(Value::as_str)
-        .and_then(state::parse_pointer)
-        .filter(|p| !layout::is_gateway_owned(p))
-        .unwrap_or_else(|| layout::artifact(key))
-}
-
 /// Drops anything after the first terminal event (the run's last event,
 /// docs/design.md#6-projection-a2a-to-ag-ui).
 fn end_at_terminal(out: &mut Vec<Event>) {
     if let Some(i) = out.iter().position(Event::is_terminal) {
         out.truncate(i + 1);
-    }
-}
-
-/// A part as it appears in projected state (`docs/mapping.md`).
-pub(crate) fn part_json(part: &Part) -> Value {
-    let mut obj = match &part.content {
-        PartContent::Text(t) => json!({"type": "text", "text": t}),
-        PartContent::Data(d) => json!({"type": "data", "data": d}),
-        PartContent::Bytes(b) => json!({"type": "file", "bytes": b}),
-        PartContent::Url(u) => json!({"type": "file", "url": u}),
-        PartContent::Unknown(v) => json!({"type": "unknown", "raw": v}),
-    };
-    if let Some(m) = &part.media_type {
-        obj["mediaType"] = json!(m);
-    }
-    if let Some(f) = &part.filename {
-        obj["filename"] = json!(f);
-    }
-    if let Some(m) = &part.metadata {
-        obj["metadata"] = m.clone();
-    }
-    obj
-}
-
-fn part_size(part: &Part) -> usize {
-    match &part.content {
-        PartContent::Text(t) | PartContent::Bytes(t) | PartContent::Url(t) => t.len(),
-        PartContent::Data(v) | PartContent::Unknown(v) => v.to_string().len(),
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::a2a::client::{decode_frame, ClientError};
+use crate::a2a::model::PartContent;
 use crate::a2a::model::ProtocolVersion;
 use crate::a2a::sse::Parser;
 
