@@ -208,22 +208,13 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::config::inbound::test_support::{self, fixture, AUD, HS_SECRET, ISS};
     use crate::config::{AuthConfig, ConfigErrors, Secret};
     use jsonwebtoken::{Algorithm, EncodingKey, Header};
     use serde_json::json;
 
-    const ISS: &str = "https://issuer.test";
-    const AUD: &str = "agui-a2a-gateway";
-    const HS_SECRET: &str = "0123456789abcdef0123456789abcdef-test";
-
-    fn fixture(name: &str) -> String {
-        format!("{}/fixtures/auth/{name}", env!("CARGO_MANIFEST_DIR"))
-    }
-
     fn build(yaml: &str, flags: &[&str]) -> Result<Authenticator, ConfigErrors> {
-        let file: AuthConfig = serde_yaml_ng::from_str(yaml).unwrap();
-        let flags: Vec<Secret> = flags.iter().map(|f| f.parse().unwrap()).collect();
-        crate::config::inbound::parse(&file, &flags).map(|s| Authenticator::new(&s))
+        test_support::build(yaml, flags).map(|s| Authenticator::new(&s))
     }
 
     fn jwks_auth() -> Authenticator {

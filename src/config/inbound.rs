@@ -299,23 +299,30 @@ fn read_jwks(path: &std::path::Path) -> Result<Vec<JwtKey>, ConfigError> {
     Ok(out)
 }
 
+/// What the auth tests of this module and of `crate::auth` share: the fixture issuer,
+/// audience and secret, and an `auth` section parsed from YAML and flags.
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_support {
     use super::*;
 
-    const ISS: &str = "https://issuer.test";
-    const AUD: &str = "agui-a2a-gateway";
-    const HS_SECRET: &str = "0123456789abcdef0123456789abcdef-test";
+    pub(crate) const ISS: &str = "https://issuer.test";
+    pub(crate) const AUD: &str = "agui-a2a-gateway";
+    pub(crate) const HS_SECRET: &str = "0123456789abcdef0123456789abcdef-test";
 
-    fn fixture(name: &str) -> String {
+    pub(crate) fn fixture(name: &str) -> String {
         format!("{}/fixtures/auth/{name}", env!("CARGO_MANIFEST_DIR"))
     }
 
-    fn build(yaml: &str, flags: &[&str]) -> Result<AuthSettings, ConfigErrors> {
+    pub(crate) fn build(yaml: &str, flags: &[&str]) -> Result<AuthSettings, ConfigErrors> {
         let file: AuthConfig = serde_yaml_ng::from_str(yaml).unwrap();
         let flags: Vec<Secret> = flags.iter().map(|f| f.parse().unwrap()).collect();
         parse(&file, &flags)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
 
     fn temp_file(name: &str, text: &str) -> String {
         let path = std::env::temp_dir().join(format!("auth-test-{}-{name}", std::process::id()));
