@@ -130,6 +130,8 @@ pub struct Client {
     /// Streams from an `http://` endpoint are read by [`super::direct`] (connecting within
     /// this bound) rather than reqwest; `None`: every call goes through reqwest.
     direct_streams: Option<Duration>,
+    /// The gRPC binding's channel (unused by the others).
+    grpc: super::grpc::Transport,
 }
 
 /// Tells a stream's hook of its end.
@@ -180,6 +182,7 @@ impl Client {
             on_call: None,
             trace: None,
             direct_streams: None,
+            grpc: super::grpc::Transport::default(),
         }
     }
 
@@ -303,10 +306,8 @@ impl Client {
                     ),
                 })
             }
-            Binding::Grpc => Err(ClientError::Unsupported(
-                "the GRPC binding",
-                "1.0 in this build",
-            )),
+            // Not built from params: each operation builds its message (`Client::grpc`).
+            Binding::Grpc => Err(ClientError::Unsupported("a JSON request", "GRPC")),
         }
     }
 
@@ -490,9 +491,16 @@ impl Client {
         history_length: Option<u32>,
     ) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Stream, "SendStreamingMessage")?;
-        let params = self.endpoint.version.send_params(msg, history_length);
+        let client = self.for_message(msg);
         // The head may come with the first event: the caller's `first_event` bounds both.
-        self.for_message(msg)
+        if self.endpoint.binding == Binding::Grpc {
+            let opened = client.grpc_stream(method, None, |call| {
+                call.stream_message(msg, history_length)
+            });
+            return client.observed_stream(method, opened).await;
+        }
+        let params = self.endpoint.version.send_params(msg, history_length);
+        client
             .open_stream(Operation::Stream, method, params, None)
             .await
     }
@@ -501,6 +509,11 @@ impl Client {
     /// `timeouts.upstream_call`.
     pub async fn subscribe(&self, task_id: &str) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Subscribe, "SubscribeToTask")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let timeout = Some(self.call_timeout);
+            let opened = self.grpc_stream(method, timeout, |call| call.subscribe(task_id));
+            return self.observed_stream(method, opened).await;
+        }
         let params = serde_json::json!({ "id": task_id });
         self.open_stream(
             Operation::Subscribe,
@@ -519,6 +532,11 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<StreamEvent, ClientError> {
         let method = self.method(Operation::Send, "SendMessage")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let client = self.for_message(msg);
+            let send = |call: super::grpc::Call| call.send_message(msg, history_length);
+            return client.grpc_unary(method, timeout, send).await;
+        }
         let params = self.endpoint.version.send_params(msg, history_length);
         let result = self
             .for_message(msg)
@@ -534,6 +552,10 @@ impl Client {
         history_length: Option<u32>,
     ) -> Result<Task, ClientError> {
         let method = self.method(Operation::GetTask, "GetTask")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let get = |call: super::grpc::Call| call.get_task(task_id, history_length);
+            return self.grpc_unary(method, None, get).await;
+        }
         let mut params = serde_json::json!({ "id": task_id });
         if let Some(n) = history_length {
             params["historyLength"] = n.into();
@@ -548,6 +570,10 @@ impl Client {
     /// `CancelTask` / `tasks/cancel`.
     pub async fn cancel_task(&self, task_id: &str) -> Result<Task, ClientError> {
         let method = self.method(Operation::CancelTask, "CancelTask")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let cancel = |call: super::grpc::Call| call.cancel_task(task_id);
+            return self.grpc_unary(method, None, cancel).await;
+        }
         let params = serde_json::json!({ "id": task_id });
         let result = self
             .call(Operation::CancelTask, method, params, None)
@@ -569,6 +595,18 @@ impl Client {
         include_artifacts: bool,
     ) -> Result<TaskPage, ClientError> {
         let method = self.method(Operation::ListTasks, "ListTasks")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let list = |call: super::grpc::Call| {
+                call.list_tasks(
+                    context_id,
+                    page_size,
+                    page_token,
+                    history_length,
+                    include_artifacts,
+                )
+            };
+            return self.grpc_unary(method, None, list).await;
+        }
         let params = ProtocolVersion::list_params(
             context_id,
             page_size,
@@ -626,9 +664,17 @@ impl Client {
         params: serde_json::Value,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
-        let opened = self
-            .open_stream_once(op, method, params, head_timeout)
-            .await;
+        let opened = self.open_stream_once(op, method, params, head_timeout);
+        self.observed_stream(method, opened).await
+    }
+
+    /// A stream being opened, its hook told when it ends (or fails to open).
+    async fn observed_stream(
+        &self,
+        method: &'static str,
+        opened: impl std::future::Future<Output = Result<EventStream, ClientError>>,
+    ) -> Result<EventStream, ClientError> {
+        let opened = opened.await;
         let Some(hook) = &self.on_call else {
             return opened;
         };
@@ -706,6 +752,63 @@ impl Client {
             Err(e) => Err(stream_broke(e)),
             Ok(decoded) => decoded,
         }))
+    }
+}
+
+impl Client {
+    /// The context of one gRPC call: the endpoint's metadata (`a2a-version`, the static
+    /// and identity headers, the extensions header) and the call's trace headers.
+    fn grpc_call(&self, trace_headers: HeaderMap, timeout: Option<Duration>) -> super::grpc::Call {
+        let mut headers = self.endpoint.headers.clone();
+        headers.extend(trace_headers);
+        headers.insert(A2A_VERSION, HeaderValue::from_static("1.0"));
+        super::grpc::Call {
+            transport: self.grpc.clone(),
+            url: self.endpoint.url.clone(),
+            headers,
+            tenant: self.endpoint.tenant.clone().unwrap_or_default(),
+            max_message_bytes: self.max_event_bytes,
+            timeout,
+            connect_timeout: self.direct_streams.unwrap_or(self.call_timeout),
+        }
+    }
+
+    /// A unary gRPC call within `timeout` (default `timeouts.upstream_call`), traced and
+    /// observed as every call.
+    async fn grpc_unary<T, F>(
+        &self,
+        method: &'static str,
+        timeout: Option<Duration>,
+        send: impl FnOnce(super::grpc::Call) -> F,
+    ) -> Result<T, ClientError>
+    where
+        F: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let timeout = timeout.unwrap_or(self.call_timeout);
+        let result = self
+            .call_traced(method, |trace| async move {
+                let call = send(self.grpc_call(trace, Some(timeout)));
+                head_within(Some(timeout), call).await?
+            })
+            .await;
+        self.observe(method, result.is_ok());
+        result
+    }
+
+    /// A gRPC server stream; its first answer within `head_timeout` when bounded.
+    async fn grpc_stream<F>(
+        &self,
+        method: &'static str,
+        head_timeout: Option<Duration>,
+        open: impl FnOnce(super::grpc::Call) -> F,
+    ) -> Result<EventStream, ClientError>
+    where
+        F: std::future::Future<Output = Result<EventStream, ClientError>>,
+    {
+        self.call_traced(method, |trace| async move {
+            head_within(head_timeout, open(self.grpc_call(trace, None))).await?
+        })
+        .await
     }
 }
 

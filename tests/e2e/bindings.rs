@@ -376,7 +376,7 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_both_bindings() {
 #[tokio::test(flavor = "multi_thread")]
 async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
     let grpc_only = serve_card(json!([
-        {"url": "http://127.0.0.1:1/", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+        {"url": "http://127.0.0.1:1/", "protocolBinding": "GRPC", "protocolVersion": "0.3"}
     ]))
     .await;
     let grpc_first = serve_card(json!([
@@ -391,6 +391,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
         {"name": "retenanted", "url": upstream("rest"), "tenant": "other"},
         {"name": "grpc-only", "url": grpc_only},
         {"name": "grpc-first", "url": grpc_first},
+        {"name": "grpc-first-pinned", "url": grpc_first, "binding": "jsonrpc"},
     ]});
     let gw = Gateway::start(&config.to_string(), false).await;
     let mut ready = Value::Null;
@@ -410,7 +411,8 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
     assert_eq!(ready["agents"], json!(["grpc-only"]), "{ready}");
     assert_eq!(
         ready["reasons"]["grpc-only"],
-        "the card offers GRPC (1.0); the gateway speaks JSONRPC (1.0, 0.3), HTTP+JSON (1.0)"
+        "the card offers GRPC (0.3); the gateway speaks JSONRPC (1.0, 0.3), HTTP+JSON (1.0), \
+         GRPC (1.0)"
     );
 
     let rest = agent_view(&gw, "rest").await;
@@ -434,8 +436,13 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
     assert_eq!(agent_view(&gw, "retenanted").await["tenant"], "other");
     assert_eq!(
         agent_view(&gw, "grpc-first").await["binding"],
+        "GRPC",
+        "the card's first interface"
+    );
+    assert_eq!(
+        agent_view(&gw, "grpc-first-pinned").await["binding"],
         "JSONRPC",
-        "GRPC is not spoken yet: the next interface"
+        "the pin wins over the card's order"
     );
     let listed: Value = reqwest::get(format!("{}/agents", gw.base))
         .await
@@ -451,7 +458,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
         .unwrap();
     assert_eq!(unready["ready"], false);
     assert!(
-        unready["error"].as_str().unwrap().contains("GRPC (1.0)"),
+        unready["error"].as_str().unwrap().contains("GRPC (0.3)"),
         "{unready}"
     );
 
