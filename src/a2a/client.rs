@@ -39,14 +39,18 @@ use super::{parse_envelope, request_body, rest, Operation, RpcReply};
 /// `A2A-Version` (A2A 1.0 §3.6), on every 1.0 call.
 const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
 
+/// A gRPC call's deadline (tonic sets it from the request's timeout).
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
 /// The headers the gateway sets itself on upstream calls, whatever the configuration says:
 /// the transport's framing, the body's type and what is accepted, the A2A version, the
-/// extensions asked for (both versions' names), and the call's trace context. Nothing
+/// extensions asked for (both versions' names), the call's trace context, and a gRPC
+/// call's deadline (`grpc-timeout`). Nothing
 /// configured may carry another meaning in them (`forward_identity`, `crate::config`).
 pub(crate) fn owned_headers() -> impl Iterator<Item = HeaderName> {
     crate::http1::FRAMING_HEADERS
         .into_iter()
-        .chain([CONTENT_TYPE, ACCEPT, A2A_VERSION])
+        .chain([CONTENT_TYPE, ACCEPT, A2A_VERSION, GRPC_TIMEOUT])
         .chain(ProtocolVersion::ALL.map(ProtocolVersion::extensions_header))
         .chain(crate::telemetry::TRACE_HEADERS)
 }
@@ -1107,6 +1111,29 @@ mod tests {
                 ] {
                     assert!(names.contains(&expected), "{version:?}: {names:?}");
                 }
+            }
+            // gRPC: the same headers as metadata (tonic adds its own framing: `te`,
+            // `content-type`, `grpc-timeout`, which configuration may not set either).
+            if version == ProtocolVersion::V1 {
+                let grpc = Client {
+                    endpoint: Endpoint {
+                        binding: Binding::Grpc,
+                        ..client.endpoint.clone()
+                    },
+                    ..client.clone()
+                };
+                let call = grpc.grpc_call(trace_headers.clone(), Some(Duration::from_secs(1)));
+                let names: Vec<&str> = call.headers.keys().map(HeaderName::as_str).collect();
+                for name in call.headers.keys() {
+                    assert!(
+                        owned.contains(name) || ["x-api-key", "x-caller"].contains(&name.as_str()),
+                        "gRPC sends {name}, neither owned nor configured: {names:?}"
+                    );
+                }
+                for expected in ["traceparent", "a2a-version", "a2a-extensions", "x-caller"] {
+                    assert!(names.contains(&expected), "gRPC: {names:?}");
+                }
+                assert!(owned.contains(&GRPC_TIMEOUT));
             }
         }
         traces.shutdown();
