@@ -12,7 +12,10 @@ ENV CARGO_PROFILE_RELEASE_DEBUG=0
 # every target the manifest names (src/lib.rs, src/main.rs, the [[bench]] benches/gateway.rs,
 # the [[test]] tests/e2e/main.rs), so stubs stand in; only the binary (and the library) are
 # built, never the bench or the tests, which is why their stubs stay in the next layer too.
-COPY Cargo.toml Cargo.lock ./
+# build.rs and proto/ (the gRPC binding's generated client) belong to this layer: they change
+# as rarely as the manifest.
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY proto ./proto
 RUN mkdir -p src benches tests/e2e \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs \

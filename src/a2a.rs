@@ -9,6 +9,7 @@ pub mod card;
 pub mod client;
 pub(crate) mod direct;
 pub mod errors;
+pub mod grpc;
 pub mod model;
 pub mod rest;
 pub mod sse;

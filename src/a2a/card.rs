@@ -129,6 +129,7 @@ pub const SPOKEN: &[(Binding, ProtocolVersion)] = &[
     (Binding::JsonRpc, ProtocolVersion::V1),
     (Binding::JsonRpc, ProtocolVersion::V0_3),
     (Binding::HttpJson, ProtocolVersion::V1),
+    (Binding::Grpc, ProtocolVersion::V1),
 ];
 
 /// Whether the gateway speaks `binding` in some version.
@@ -403,7 +404,7 @@ mod tests {
     }
 
     /// The card's order decides, among what the gateway speaks: GRPC first then JSONRPC
-    /// selects JSONRPC today (gRPC once it joins [`SPOKEN`]); HTTP+JSON first is taken.
+    /// (a2a-sdk's sample) selects gRPC, a pin JSON-RPC; HTTP+JSON first is taken.
     #[test]
     fn the_card_order_decides_among_spoken_bindings() {
         let origin = url("http://h:1/");
@@ -414,6 +415,10 @@ mod tests {
         ]));
         let sel = grpc_first
             .select(&Pins::default(), &origin, &origin)
+            .unwrap();
+        assert_eq!((sel.binding, sel.url.path()), (Binding::Grpc, "/grpc"));
+        let sel = grpc_first
+            .select(&pins(None, Some(Binding::JsonRpc)), &origin, &origin)
             .unwrap();
         assert_eq!((sel.binding, sel.url.path()), (Binding::JsonRpc, "/rpc"));
         let rest_first = card(serde_json::json!([
@@ -474,8 +479,8 @@ mod tests {
     fn a_card_with_nothing_spoken_names_what_it_offers() {
         let origin = url("http://h:1/");
         let grpc_only = card(serde_json::json!([
-            {"url": "http://h:1/", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-            {"url": "http://h:1/", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://h:1/", "protocolBinding": "GRPC", "protocolVersion": "0.3"},
+            {"url": "http://h:1/", "protocolBinding": "GRPC", "protocolVersion": "0.3"},
             {"url": "http://h:1/", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
             {"url": "http://h:1/", "protocolBinding": "urn:x\nforged", "protocolVersion": "2"}
         ]));
@@ -484,8 +489,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             reason,
-            "the card offers GRPC (1.0), HTTP+JSON (0.3), urn:x\\nforged (2); \
-             the gateway speaks JSONRPC (1.0, 0.3), HTTP+JSON (1.0)"
+            "the card offers GRPC (0.3), HTTP+JSON (0.3), urn:x\\nforged (2); \
+             the gateway speaks JSONRPC (1.0, 0.3), HTTP+JSON (1.0), GRPC (1.0)"
         );
         let empty = card(serde_json::json!([]));
         assert!(empty

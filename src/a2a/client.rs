@@ -39,14 +39,18 @@ use super::{parse_envelope, request_body, rest, Operation, RpcReply};
 /// `A2A-Version` (A2A 1.0 §3.6), on every 1.0 call.
 const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
 
+/// A gRPC call's deadline (tonic sets it from the request's timeout).
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
 /// The headers the gateway sets itself on upstream calls, whatever the configuration says:
 /// the transport's framing, the body's type and what is accepted, the A2A version, the
-/// extensions asked for (both versions' names), and the call's trace context. Nothing
+/// extensions asked for (both versions' names), the call's trace context, and a gRPC
+/// call's deadline (`grpc-timeout`). Nothing
 /// configured may carry another meaning in them (`forward_identity`, `crate::config`).
 pub(crate) fn owned_headers() -> impl Iterator<Item = HeaderName> {
     crate::http1::FRAMING_HEADERS
         .into_iter()
-        .chain([CONTENT_TYPE, ACCEPT, A2A_VERSION])
+        .chain([CONTENT_TYPE, ACCEPT, A2A_VERSION, GRPC_TIMEOUT])
         .chain(ProtocolVersion::ALL.map(ProtocolVersion::extensions_header))
         .chain(crate::telemetry::TRACE_HEADERS)
 }
@@ -130,6 +134,8 @@ pub struct Client {
     /// Streams from an `http://` endpoint are read by [`super::direct`] (connecting within
     /// this bound) rather than reqwest; `None`: every call goes through reqwest.
     direct_streams: Option<Duration>,
+    /// The gRPC binding's channel (unused by the others).
+    grpc: super::grpc::Transport,
 }
 
 /// Tells a stream's hook of its end.
@@ -180,6 +186,7 @@ impl Client {
             on_call: None,
             trace: None,
             direct_streams: None,
+            grpc: super::grpc::Transport::default(),
         }
     }
 
@@ -303,10 +310,8 @@ impl Client {
                     ),
                 })
             }
-            Binding::Grpc => Err(ClientError::Unsupported(
-                "the GRPC binding",
-                "1.0 in this build",
-            )),
+            // Not built from params: each operation builds its message (`Client::grpc`).
+            Binding::Grpc => Err(ClientError::Unsupported("a JSON request", "GRPC")),
         }
     }
 
@@ -490,9 +495,16 @@ impl Client {
         history_length: Option<u32>,
     ) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Stream, "SendStreamingMessage")?;
-        let params = self.endpoint.version.send_params(msg, history_length);
+        let client = self.for_message(msg);
         // The head may come with the first event: the caller's `first_event` bounds both.
-        self.for_message(msg)
+        if self.endpoint.binding == Binding::Grpc {
+            let opened = client.grpc_stream(method, None, |call| {
+                call.stream_message(msg, history_length)
+            });
+            return client.observed_stream(method, opened).await;
+        }
+        let params = self.endpoint.version.send_params(msg, history_length);
+        client
             .open_stream(Operation::Stream, method, params, None)
             .await
     }
@@ -501,6 +513,11 @@ impl Client {
     /// `timeouts.upstream_call`.
     pub async fn subscribe(&self, task_id: &str) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Subscribe, "SubscribeToTask")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let timeout = Some(self.call_timeout);
+            let opened = self.grpc_stream(method, timeout, |call| call.subscribe(task_id));
+            return self.observed_stream(method, opened).await;
+        }
         let params = serde_json::json!({ "id": task_id });
         self.open_stream(
             Operation::Subscribe,
@@ -519,6 +536,11 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<StreamEvent, ClientError> {
         let method = self.method(Operation::Send, "SendMessage")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let client = self.for_message(msg);
+            let send = |call: super::grpc::Call| call.send_message(msg, history_length);
+            return client.grpc_unary(method, timeout, send).await;
+        }
         let params = self.endpoint.version.send_params(msg, history_length);
         let result = self
             .for_message(msg)
@@ -534,6 +556,10 @@ impl Client {
         history_length: Option<u32>,
     ) -> Result<Task, ClientError> {
         let method = self.method(Operation::GetTask, "GetTask")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let get = |call: super::grpc::Call| call.get_task(task_id, history_length);
+            return self.grpc_unary(method, None, get).await;
+        }
         let mut params = serde_json::json!({ "id": task_id });
         if let Some(n) = history_length {
             params["historyLength"] = n.into();
@@ -548,6 +574,10 @@ impl Client {
     /// `CancelTask` / `tasks/cancel`.
     pub async fn cancel_task(&self, task_id: &str) -> Result<Task, ClientError> {
         let method = self.method(Operation::CancelTask, "CancelTask")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let cancel = |call: super::grpc::Call| call.cancel_task(task_id);
+            return self.grpc_unary(method, None, cancel).await;
+        }
         let params = serde_json::json!({ "id": task_id });
         let result = self
             .call(Operation::CancelTask, method, params, None)
@@ -569,6 +599,18 @@ impl Client {
         include_artifacts: bool,
     ) -> Result<TaskPage, ClientError> {
         let method = self.method(Operation::ListTasks, "ListTasks")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let list = |call: super::grpc::Call| {
+                call.list_tasks(
+                    context_id,
+                    page_size,
+                    page_token,
+                    history_length,
+                    include_artifacts,
+                )
+            };
+            return self.grpc_unary(method, None, list).await;
+        }
         let params = ProtocolVersion::list_params(
             context_id,
             page_size,
@@ -626,9 +668,17 @@ impl Client {
         params: serde_json::Value,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
-        let opened = self
-            .open_stream_once(op, method, params, head_timeout)
-            .await;
+        let opened = self.open_stream_once(op, method, params, head_timeout);
+        self.observed_stream(method, opened).await
+    }
+
+    /// A stream being opened, its hook told when it ends (or fails to open).
+    async fn observed_stream(
+        &self,
+        method: &'static str,
+        opened: impl std::future::Future<Output = Result<EventStream, ClientError>>,
+    ) -> Result<EventStream, ClientError> {
+        let opened = opened.await;
         let Some(hook) = &self.on_call else {
             return opened;
         };
@@ -706,6 +756,63 @@ impl Client {
             Err(e) => Err(stream_broke(e)),
             Ok(decoded) => decoded,
         }))
+    }
+}
+
+impl Client {
+    /// The context of one gRPC call: the endpoint's metadata (`a2a-version`, the static
+    /// and identity headers, the extensions header) and the call's trace headers.
+    fn grpc_call(&self, trace_headers: HeaderMap, timeout: Option<Duration>) -> super::grpc::Call {
+        let mut headers = self.endpoint.headers.clone();
+        headers.extend(trace_headers);
+        headers.insert(A2A_VERSION, HeaderValue::from_static("1.0"));
+        super::grpc::Call {
+            transport: self.grpc.clone(),
+            url: self.endpoint.url.clone(),
+            headers,
+            tenant: self.endpoint.tenant.clone().unwrap_or_default(),
+            max_message_bytes: self.max_event_bytes,
+            timeout,
+            connect_timeout: self.direct_streams.unwrap_or(self.call_timeout),
+        }
+    }
+
+    /// A unary gRPC call within `timeout` (default `timeouts.upstream_call`), traced and
+    /// observed as every call.
+    async fn grpc_unary<T, F>(
+        &self,
+        method: &'static str,
+        timeout: Option<Duration>,
+        send: impl FnOnce(super::grpc::Call) -> F,
+    ) -> Result<T, ClientError>
+    where
+        F: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let timeout = timeout.unwrap_or(self.call_timeout);
+        let result = self
+            .call_traced(method, |trace| async move {
+                let call = send(self.grpc_call(trace, Some(timeout)));
+                head_within(Some(timeout), call).await?
+            })
+            .await;
+        self.observe(method, result.is_ok());
+        result
+    }
+
+    /// A gRPC server stream; its first answer within `head_timeout` when bounded.
+    async fn grpc_stream<F>(
+        &self,
+        method: &'static str,
+        head_timeout: Option<Duration>,
+        open: impl FnOnce(super::grpc::Call) -> F,
+    ) -> Result<EventStream, ClientError>
+    where
+        F: std::future::Future<Output = Result<EventStream, ClientError>>,
+    {
+        self.call_traced(method, |trace| async move {
+            head_within(head_timeout, open(self.grpc_call(trace, None))).await?
+        })
+        .await
     }
 }
 
@@ -1004,6 +1111,29 @@ mod tests {
                 ] {
                     assert!(names.contains(&expected), "{version:?}: {names:?}");
                 }
+            }
+            // gRPC: the same headers as metadata (tonic adds its own framing: `te`,
+            // `content-type`, `grpc-timeout`, which configuration may not set either).
+            if version == ProtocolVersion::V1 {
+                let grpc = Client {
+                    endpoint: Endpoint {
+                        binding: Binding::Grpc,
+                        ..client.endpoint.clone()
+                    },
+                    ..client.clone()
+                };
+                let call = grpc.grpc_call(trace_headers.clone(), Some(Duration::from_secs(1)));
+                let names: Vec<&str> = call.headers.keys().map(HeaderName::as_str).collect();
+                for name in call.headers.keys() {
+                    assert!(
+                        owned.contains(name) || ["x-api-key", "x-caller"].contains(&name.as_str()),
+                        "gRPC sends {name}, neither owned nor configured: {names:?}"
+                    );
+                }
+                for expected in ["traceparent", "a2a-version", "a2a-extensions", "x-caller"] {
+                    assert!(names.contains(&expected), "gRPC: {names:?}");
+                }
+                assert!(owned.contains(&GRPC_TIMEOUT));
             }
         }
         traces.shutdown();

@@ -7,7 +7,7 @@
 //! vocabulary whichever binding carried it. JSON-RPC errors carry the code itself; an
 //! HTTP+JSON error body is a `google.rpc.Status` whose `google.rpc.ErrorInfo` detail names
 //! the error by `reason` (domain `a2a-protocol.org`; the spec says every A2A error MUST
-//! carry it); a gRPC status will carry the same detail. A body without a reason is mapped by
+//! carry it); a gRPC status carries the same detail in `grpc-status-details-bin`. A body without a reason is mapped by
 //! its HTTP status where one A2A error owns that status ([`BY_HTTP_STATUS`]); anything else
 //! is not an A2A error (the caller reports the status, never the body).
 //!
@@ -128,6 +128,16 @@ pub const BY_HTTP_STATUS: [(u16, &str); 5] = [
     (500, "INTERNAL_ERROR"),
 ];
 
+/// A gRPC status without a reason: the A2A error its code stands for, where one error
+/// owns the code in [`TABLE`] as a2a-sdk 1.3.0 assigns them (`NOT_FOUND` is also
+/// `METHOD_NOT_FOUND`, which a gRPC server reports as `UNIMPLEMENTED` instead).
+/// `FAILED_PRECONDITION` is shared by six errors: not mapped.
+pub const BY_GRPC_STATUS: [(&str, &str); 3] = [
+    ("NOT_FOUND", "TASK_NOT_FOUND"),
+    ("INVALID_ARGUMENT", "INVALID_PARAMS"),
+    ("INTERNAL", "INTERNAL_ERROR"),
+];
+
 /// The error a `google.rpc.ErrorInfo` reason names.
 pub fn by_reason(reason: &str) -> Option<&'static A2aError> {
     TABLE.iter().find(|e| e.reason == reason)
@@ -136,6 +146,12 @@ pub fn by_reason(reason: &str) -> Option<&'static A2aError> {
 /// The error a reasonless error body with this HTTP status stands for.
 pub fn by_http_status(status: u16) -> Option<&'static A2aError> {
     let (_, reason) = BY_HTTP_STATUS.iter().find(|(s, _)| *s == status)?;
+    by_reason(reason)
+}
+
+/// The error a reasonless gRPC status with this code (its canonical name) stands for.
+pub fn by_grpc_status(code: &str) -> Option<&'static A2aError> {
+    let (_, reason) = BY_GRPC_STATUS.iter().find(|(c, _)| *c == code)?;
     by_reason(reason)
 }
 
@@ -166,6 +182,9 @@ mod tests {
             Some(rpc_code::TASK_NOT_CANCELABLE)
         );
         assert_eq!(by_http_status(503), None);
+        for (code, reason) in BY_GRPC_STATUS {
+            assert_eq!(by_reason(reason).map(|e| e.grpc_status), Some(code));
+        }
         assert_eq!(by_reason("SOMETHING_ELSE"), None);
     }
 }

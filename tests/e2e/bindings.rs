@@ -1,9 +1,10 @@
 //! The end-to-end matrix across A2A bindings (docs/bindings.md): the same AG-UI behaviour
-//! whether the gateway reaches the a2a-sdk 1.3.0 reference agent over JSON-RPC or over the
+//! whether the gateway reaches the a2a-sdk 1.3.0 reference agent over JSON-RPC, over the
 //! SDK's own HTTP+JSON routes — the `rest` upstream, whose card is shaped like Vertex AI
-//! Agent Engine's (HTTP+JSON only, under a path prefix, with a tenant) — judged by the real
-//! AG-UI client. Then selection as `/agents` and `/readyz` show it, the A2A client's errors
-//! on both bindings, and HTTP+JSON upstreams that break the binding.
+//! Agent Engine's (HTTP+JSON only, under a path prefix, with a tenant) — or over the SDK's
+//! own gRPC handler (the `grpc` upstream: a gRPC-only card), judged by the real AG-UI
+//! client. Then selection as `/agents` and `/readyz` show it, the A2A client's errors
+//! on every binding, and upstreams that break the binding.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +19,7 @@ use crate::support::*;
 
 /// The bindings of the matrix: as `GET /agents` names the one selected, and the reference
 /// upstream whose card selects it under `binding: auto`.
-const BINDINGS: [(&str, &str); 2] = [("JSONRPC", "1.0"), ("HTTP+JSON", "rest")];
+const BINDINGS: [(&str, &str); 3] = [("JSONRPC", "1.0"), ("HTTP+JSON", "rest"), ("GRPC", "grpc")];
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -61,12 +62,36 @@ async fn each_binding(thread: &str, steps: Value) -> Vec<(&'static str, Vec<Valu
 
 /// The state of a task read straight from the upstream `mode`, over its own binding.
 async fn task_state(mode: &'static str, task_id: &str) -> String {
+    if mode == "grpc" {
+        let a2a = grpc_client(upstream(mode));
+        return a2a
+            .get_task(task_id, None)
+            .await
+            .unwrap()
+            .status
+            .state
+            .as_v1();
+    }
     let task = if mode == "rest" {
         rest_get_task(upstream(mode), task_id).await
     } else {
         upstream_get_task(upstream(mode), "1.0", task_id).await
     };
     task["status"]["state"].as_str().unwrap().to_owned()
+}
+
+/// The gateway's own client on a gRPC interface (no tenant, no headers).
+fn grpc_client(url: &str) -> agui_a2a_gateway::a2a::client::Client {
+    use agui_a2a_gateway::a2a::client::{Client, Endpoint};
+    let endpoint = Endpoint {
+        binding: agui_a2a_gateway::a2a::card::Binding::Grpc,
+        ..Endpoint::json_rpc(
+            url.parse().unwrap(),
+            agui_a2a_gateway::a2a::model::ProtocolVersion::V1,
+            Default::default(),
+        )
+    };
+    Client::new(reqwest::Client::new(), endpoint, 1 << 20, WITHIN)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -279,16 +304,17 @@ async fn threads_are_listed_and_read_through_list_tasks_on_every_binding() {
     }
 }
 
-/// The A2A client answers the same on both bindings, errors included: the SDK's
+/// The A2A client answers the same on every binding, errors included: the SDK's
 /// `google.rpc.Status` bodies land on the JSON-RPC codes (docs/bindings.md).
 #[tokio::test(flavor = "multi_thread")]
-async fn the_a2a_client_gets_the_same_answers_and_errors_on_both_bindings() {
+async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
     use agui_a2a_gateway::a2a::card::Binding;
     use agui_a2a_gateway::a2a::client::{Client, ClientError, Endpoint};
     use agui_a2a_gateway::a2a::model::{OutgoingMessage, Part, ProtocolVersion, StreamEvent};
     let endpoint = |binding: Binding, tenant: Option<&str>| {
         let url = match binding {
             Binding::HttpJson => format!("{}{REST_PREFIX}", upstream("rest")),
+            Binding::Grpc => upstream("grpc").to_owned(),
             _ => upstream("1.0").to_owned(),
         };
         Endpoint {
@@ -307,6 +333,7 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_both_bindings() {
     for (binding, tenant) in [
         (Binding::JsonRpc, None),
         (Binding::HttpJson, Some(REST_TENANT)),
+        (Binding::Grpc, None),
     ] {
         let a2a = client(endpoint(binding, tenant));
         let msg = OutgoingMessage {
@@ -376,7 +403,7 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_both_bindings() {
 #[tokio::test(flavor = "multi_thread")]
 async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
     let grpc_only = serve_card(json!([
-        {"url": "http://127.0.0.1:1/", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+        {"url": "http://127.0.0.1:1/", "protocolBinding": "GRPC", "protocolVersion": "0.3"}
     ]))
     .await;
     let grpc_first = serve_card(json!([
@@ -391,6 +418,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
         {"name": "retenanted", "url": upstream("rest"), "tenant": "other"},
         {"name": "grpc-only", "url": grpc_only},
         {"name": "grpc-first", "url": grpc_first},
+        {"name": "grpc-first-pinned", "url": grpc_first, "binding": "jsonrpc"},
     ]});
     let gw = Gateway::start(&config.to_string(), false).await;
     let mut ready = Value::Null;
@@ -410,7 +438,8 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
     assert_eq!(ready["agents"], json!(["grpc-only"]), "{ready}");
     assert_eq!(
         ready["reasons"]["grpc-only"],
-        "the card offers GRPC (1.0); the gateway speaks JSONRPC (1.0, 0.3), HTTP+JSON (1.0)"
+        "the card offers GRPC (0.3); the gateway speaks JSONRPC (1.0, 0.3), HTTP+JSON (1.0), \
+         GRPC (1.0)"
     );
 
     let rest = agent_view(&gw, "rest").await;
@@ -434,8 +463,13 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
     assert_eq!(agent_view(&gw, "retenanted").await["tenant"], "other");
     assert_eq!(
         agent_view(&gw, "grpc-first").await["binding"],
+        "GRPC",
+        "the card's first interface"
+    );
+    assert_eq!(
+        agent_view(&gw, "grpc-first-pinned").await["binding"],
         "JSONRPC",
-        "GRPC is not spoken yet: the next interface"
+        "the pin wins over the card's order"
     );
     let listed: Value = reqwest::get(format!("{}/agents", gw.base))
         .await
@@ -451,7 +485,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
         .unwrap();
     assert_eq!(unready["ready"], false);
     assert!(
-        unready["error"].as_str().unwrap().contains("GRPC (1.0)"),
+        unready["error"].as_str().unwrap().contains("GRPC (0.3)"),
         "{unready}"
     );
 
@@ -740,4 +774,29 @@ async fn json_rpc_calls_carry_the_tenant_as_a_request_field() {
     for call in calls {
         assert_eq!(call["params"]["tenant"], "acme", "{call}");
     }
+}
+
+/// A gRPC stream that ends without a final status (the SDK's own handler closes the stream
+/// with `OK` while its task still works) ends the run with a clear `RUN_ERROR`, and the
+/// gateway serves the next run. The gateway resubscribes (the task is not finished); the
+/// SDK answers the snapshot and then nothing, so the run's event bound ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grpc_stream_without_a_final_status_ends_in_a_run_error() {
+    let config = json!({"agents": [{"name": "ref", "url": upstream("grpc")}],
+        "timeouts": {"first_event": 1500, "idle": 1500}});
+    let gw = Gateway::start(&config.to_string(), false).await;
+    let url = gw.agent_url("ref");
+    let cut = post_run(&url, &run_input("grpc-hangup", "hangup"), WITHIN).await;
+    let error = assert_run_error(&cut, "upstream_timeout");
+    assert!(
+        error["message"].as_str().unwrap().contains("first_event"),
+        "{error}"
+    );
+    assert!(
+        cut.raw.contains("hanging up"),
+        "the text before the end is shown"
+    );
+    assert!(cut.elapsed < Duration::from_secs(10), "{:?}", cut.elapsed);
+    let next = post_run(&url, &run_input("grpc-next", "echo still here"), WITHIN).await;
+    assert_run_finished(&next);
 }

@@ -100,11 +100,13 @@ pub fn upstream(versions: &'static str) -> &'static str {
     static V1: OnceLock<Upstream> = OnceLock::new();
     static V03: OnceLock<Upstream> = OnceLock::new();
     static REST: OnceLock<Upstream> = OnceLock::new();
+    static GRPC: OnceLock<Upstream> = OnceLock::new();
     let cell = match versions {
         "both" => &BOTH,
         "1.0" => &V1,
         "0.3" => &V03,
         "rest" => &REST,
+        "grpc" => &GRPC,
         other => panic!("no upstream mode {other}"),
     };
     &cell.get_or_init(|| start_upstream(versions, &[])).url

@@ -1,7 +1,7 @@
 """A scripted A2A agent built on the Python a2a-sdk 1.3.0: the real upstream of the
 gateway's end-to-end tests.
 
-Usage: python ref_agent.py --versions both|1.0|0.3|rest [--port 0] [--declare-lane]
+Usage: python ref_agent.py --versions both|1.0|0.3|rest|grpc [--port 0] [--declare-lane]
 Prints "READY <base-url>" on stdout once it is ready to serve (see tests/peer_serve.py).
 
 - both: A2A 1.0 JSON-RPC with the SDK's v0.3 compatibility layer on the same URL, and the
@@ -12,12 +12,18 @@ Prints "READY <base-url>" on stdout once it is ready to serve (see tests/peer_se
   path prefix (REST_PREFIX) with a tenant (REST_TENANT); the SDK's REST routes are served
   only under {REST_PREFIX}/{REST_TENANT}, so a client that leaves the tenant out gets a
   404. No JSON-RPC at all.
+- grpc: gRPC only: the card lists one GRPC 1.0 interface, and the SDK's own gRPC handler
+  (a2a.server.request_handlers.GrpcHandler on grpc.aio, h2c) serves it. The card and the
+  gRPC service share one origin, as behind an L7 router: a front socket hands connections
+  opening with the HTTP/2 preface to the gRPC server and the rest (HTTP/1.1: the card, and
+  nothing else) to uvicorn.
 - 0.3: a 0.3-only agent: a 0.3-style card (top-level url/protocolVersion, no
   supportedInterfaces) and every 1.0 method refused with -32601, so a client that does not
   speak 0.3 fails loudly.
 
 Scripted by the first word of the first user message of a task: echo X, artifact, approve,
-auth, form, state, slow N, fail, reject, crash, msg X, and for the forwarding lane
+auth, form, state, slow N, fail, reject, crash, hangup (the stream ends, the task
+stays working), msg X, and for the forwarding lane
 (docs/forwarding.md):
 - inspect: completes with an artifact "inspect" holding one data part {"metadata",
   "extensions", "header", "parts"}: the received message's metadata (or null), its
@@ -37,6 +43,7 @@ import asyncio
 import json
 import logging
 import os
+import socket
 import sys
 
 from starlette.applications import Starlette
@@ -224,6 +231,9 @@ class ScriptedExecutor(AgentExecutor):
             await updater.reject(say("I will not do that."))
         elif command == "crash":
             raise RuntimeError("Simulated executor crash")
+        elif command == "hangup":
+            # Ends the stream with the task still working: no final status, ever.
+            await updater.update_status(TaskState.TASK_STATE_WORKING, say("hanging up"))
         elif command == "inspect":
             m = context.message
             seen = {
@@ -294,6 +304,13 @@ def rest_routes(handler, path_prefix: str = "") -> list:
 
 
 def build(versions: str, base: str, declare_lane: bool = False):
+    card, handler = agent(versions, base, declare_lane)
+    if versions == "grpc":
+        return Starlette(routes=create_agent_card_routes(card)), handler
+    return app(versions, base, declare_lane, card, handler)
+
+
+def agent(versions: str, base: str, declare_lane: bool):
     interfaces = []
     if versions in ("both", "1.0"):
         interfaces.append(AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="1.0"))
@@ -301,6 +318,8 @@ def build(versions: str, base: str, declare_lane: bool = False):
         interfaces.append(AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="0.3"))
     if versions in ("both", "1.0"):
         interfaces.append(AgentInterface(url=base + "rest", protocol_binding="HTTP+JSON", protocol_version="1.0"))
+    if versions == "grpc":
+        interfaces.append(AgentInterface(url=base, protocol_binding="GRPC", protocol_version="1.0"))
     if versions == "rest":
         interfaces.append(
             AgentInterface(
@@ -334,6 +353,11 @@ def build(versions: str, base: str, declare_lane: bool = False):
     handler = DefaultRequestHandlerV2(
         agent_executor=ScriptedExecutor(), task_store=InMemoryTaskStore(), agent_card=card
     )
+    return card, handler
+
+
+def app(versions: str, base: str, declare_lane: bool, card, handler):
+    skill = card.skills[0]
     if versions == "rest":
         routes = create_agent_card_routes(card)
         routes.append(Mount(f"{REST_PREFIX}/{REST_TENANT}", routes=rest_routes(handler)))
@@ -360,17 +384,87 @@ def build(versions: str, base: str, declare_lane: bool = False):
     return Starlette(routes=routes)
 
 
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def serve_grpc(declare_lane: bool, port: int, parent_pid: int):
+    """The grpc mode: the card (uvicorn) and the SDK's gRPC handler behind one socket."""
+    import grpc
+    import uvicorn
+
+    from a2a.server.request_handlers import GrpcHandler
+    from a2a.types import a2a_pb2_grpc
+
+    front = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    front.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    front.bind(("127.0.0.1", port))
+    front.listen(128)
+    base = f"http://127.0.0.1:{front.getsockname()[1]}/"
+    card_app, handler = build("grpc", base, declare_lane)
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def run():
+        server = grpc.aio.server()
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
+        grpc_port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        http = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        http.bind(("127.0.0.1", 0))
+        http.listen(128)
+        http_port = http.getsockname()[1]
+        web = uvicorn.Server(uvicorn.Config(card_app, log_level="warning"))
+        serving = asyncio.get_running_loop().create_task(web.serve(sockets=[http]))
+
+        async def route(reader, writer):
+            try:
+                head = await reader.readexactly(len(HTTP2_PREFACE))
+            except asyncio.IncompleteReadError as cut:
+                head = cut.partial
+            target = grpc_port if head == HTTP2_PREFACE else http_port
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+            except OSError:
+                writer.close()
+                return
+            up_writer.write(head)
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+        router = await asyncio.start_server(route, sock=front)
+        while not web.started:
+            await asyncio.sleep(0.01)
+        print(f"READY {base}", flush=True)
+        while not parent_pid or os.path.exists(f"/proc/{parent_pid}"):
+            await asyncio.sleep(0.5)
+        router.close()
+        web.should_exit = True
+        await server.stop(0)
+        await serving
+
+    asyncio.run(run())
+
+
 def main():
     # The crash scenario raises on purpose; keep the SDK's tracebacks out of test output.
     logging.disable(logging.CRITICAL)
     parser = argparse.ArgumentParser()
-    parser.add_argument("--versions", choices=["both", "1.0", "0.3", "rest"], default="both")
+    parser.add_argument("--versions", choices=["both", "1.0", "0.3", "rest", "grpc"], default="both")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
     parser.add_argument(
         "--declare-lane", action="store_true", help="declare the forwarding lane's extensions in the card"
     )
     args = parser.parse_args()
+    if args.versions == "grpc":
+        return serve_grpc(args.declare_lane, args.port, args.parent_pid)
     serve(
         lambda base, _port: build(args.versions, base, args.declare_lane),
         port=args.port,

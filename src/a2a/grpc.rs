@@ -1,0 +1,686 @@
+//! The gRPC binding (A2A 1.0 §10, `lf.a2a.v1.A2AService`): requests built from the
+//! gateway's own arguments, answers decoded from the generated messages straight into the
+//! version-neutral model ([`super::model`]), gRPC statuses into the one error table
+//! ([`super::errors`]).
+//!
+//! Transport: `tonic` over HTTP/2, h2c for `http://` interfaces, TLS with the webpki roots
+//! (as reqwest) for `https://`; one lazily connected channel per endpoint, shared by the
+//! client's copies. Headers travel as metadata (`a2a-version`, the extensions header, the
+//! agent's static headers, `forward_identity`, `traceparent`); the tenant is the request
+//! field. Deadlines are the caller's (`timeouts.upstream_call` for unary calls and a
+//! subscription's first answer, the run's bounds for events), sent as `grpc-timeout` too;
+//! a message is decoded only up to `limits.max_event_bytes`.
+//!
+//! Errors: a2a-sdk 1.3.0 (`server/request_handlers/grpc_handler.py`) aborts with the
+//! table's status and a `google.rpc.Status` in `grpc-status-details-bin` whose
+//! `google.rpc.ErrorInfo` (domain `a2a-protocol.org`) names the error by reason; the reason
+//! decides. A status without one is an A2A error only where one error owns the code
+//! (`NOT_FOUND`, `INVALID_ARGUMENT`, `INTERNAL`); anything else is the upstream unavailable.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::StreamExt;
+use prost::Message as _;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+use super::client::{ClientError, EventStream};
+use super::model::{
+    Artifact, ArtifactUpdate, Message, OutgoingMessage, Part, PartContent, Role, RpcError,
+    StatusUpdate, StreamEvent, Task, TaskPage, TaskState, TaskStatus,
+};
+
+/// The code generated from `proto/a2a.proto` (client only).
+#[allow(unreachable_pub, clippy::all, clippy::pedantic)]
+pub mod pb {
+    tonic::include_proto!("lf.a2a.v1");
+}
+
+/// `google.rpc.Status` and its error details (`proto/google/rpc/`).
+#[allow(unreachable_pub, dead_code, clippy::all, clippy::pedantic)]
+mod rpc {
+    tonic::include_proto!("google.rpc");
+}
+
+type Service = pb::a2a_service_client::A2aServiceClient<tonic::transport::Channel>;
+
+/// The endpoint's HTTP/2 channel, connected on first use (a channel needs a runtime) and
+/// shared by every copy of the client.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Transport(Arc<OnceLock<tonic::transport::Channel>>);
+
+/// One call's context: where, with which metadata and tenant, within which bounds.
+pub(super) struct Call {
+    pub(super) transport: Transport,
+    pub(super) url: url::Url,
+    pub(super) headers: HeaderMap,
+    pub(super) tenant: String,
+    pub(super) max_message_bytes: usize,
+    /// The deadline sent as `grpc-timeout` (the caller bounds the wait itself).
+    pub(super) timeout: Option<Duration>,
+    pub(super) connect_timeout: Duration,
+}
+
+impl Call {
+    fn service(&self) -> Result<Service, ClientError> {
+        let channel = match self.transport.0.get() {
+            Some(channel) => channel.clone(),
+            None => {
+                let channel = self.channel()?;
+                self.transport.0.get_or_init(|| channel).clone()
+            }
+        };
+        Ok(Service::new(channel)
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(usize::MAX))
+    }
+
+    fn channel(&self) -> Result<tonic::transport::Channel, ClientError> {
+        let mut endpoint = tonic::transport::Endpoint::from_shared(self.url.to_string())
+            .map_err(|e| ClientError::Unavailable(format!("gRPC endpoint: {e}")))?
+            .connect_timeout(self.connect_timeout)
+            .tcp_nodelay(true);
+        if self.url.scheme() == "https" {
+            let tls = tonic::transport::ClientTlsConfig::new().with_webpki_roots();
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| ClientError::Unavailable(format!("gRPC TLS: {e}")))?;
+        }
+        Ok(endpoint.connect_lazy())
+    }
+
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        *request.metadata_mut() = tonic::metadata::MetadataMap::from_headers(self.headers.clone());
+        if let Some(t) = self.timeout {
+            request.set_timeout(t);
+        }
+        request
+    }
+
+    fn status(&self, status: &tonic::Status) -> ClientError {
+        error_of(status, &self.url, self.max_message_bytes)
+    }
+
+    /// `SendMessage`: a Task or a Message.
+    pub(super) async fn send_message(
+        self,
+        msg: &OutgoingMessage,
+        history_length: Option<u32>,
+    ) -> Result<StreamEvent, ClientError> {
+        let request = self.request(send_request(msg, history_length, &self.tenant));
+        let answer = self.service()?.send_message(request).await;
+        let answer = answer.map_err(|s| self.status(&s))?.into_inner();
+        Ok(match answer.payload {
+            Some(pb::send_message_response::Payload::Task(t)) => StreamEvent::Task(task(t)),
+            Some(pb::send_message_response::Payload::Message(m)) => {
+                StreamEvent::Message(message(m))
+            }
+            None => StreamEvent::Unknown(Value::Object(Default::default())),
+        })
+    }
+
+    /// `SendStreamingMessage`.
+    pub(super) async fn stream_message(
+        self,
+        msg: &OutgoingMessage,
+        history_length: Option<u32>,
+    ) -> Result<EventStream, ClientError> {
+        let request = self.request(send_request(msg, history_length, &self.tenant));
+        let answer = self.service()?.send_streaming_message(request).await;
+        Ok(self.events(answer.map_err(|s| self.status(&s))?.into_inner()))
+    }
+
+    /// `SubscribeToTask`.
+    pub(super) async fn subscribe(self, task_id: &str) -> Result<EventStream, ClientError> {
+        let request = self.request(pb::SubscribeToTaskRequest {
+            tenant: self.tenant.clone(),
+            id: task_id.to_owned(),
+        });
+        let answer = self.service()?.subscribe_to_task(request).await;
+        Ok(self.events(answer.map_err(|s| self.status(&s))?.into_inner()))
+    }
+
+    /// `GetTask`.
+    pub(super) async fn get_task(
+        self,
+        task_id: &str,
+        history_length: Option<u32>,
+    ) -> Result<Task, ClientError> {
+        let request = self.request(pb::GetTaskRequest {
+            tenant: self.tenant.clone(),
+            id: task_id.to_owned(),
+            history_length: history_length.map(clamp),
+        });
+        let answer = self.service()?.get_task(request).await;
+        Ok(task(answer.map_err(|s| self.status(&s))?.into_inner()))
+    }
+
+    /// `CancelTask`.
+    pub(super) async fn cancel_task(self, task_id: &str) -> Result<Task, ClientError> {
+        let request = self.request(pb::CancelTaskRequest {
+            tenant: self.tenant.clone(),
+            id: task_id.to_owned(),
+            metadata: None,
+        });
+        let answer = self.service()?.cancel_task(request).await;
+        Ok(task(answer.map_err(|s| self.status(&s))?.into_inner()))
+    }
+
+    /// `ListTasks`.
+    pub(super) async fn list_tasks(
+        self,
+        context_id: Option<&str>,
+        page_size: u32,
+        page_token: Option<&str>,
+        history_length: u32,
+        include_artifacts: bool,
+    ) -> Result<TaskPage, ClientError> {
+        let request = self.request(pb::ListTasksRequest {
+            tenant: self.tenant.clone(),
+            context_id: context_id.unwrap_or_default().to_owned(),
+            page_size: Some(clamp(page_size)),
+            page_token: page_token.unwrap_or_default().to_owned(),
+            history_length: Some(clamp(history_length)),
+            include_artifacts: Some(include_artifacts),
+            ..Default::default()
+        });
+        let answer = self.service()?.list_tasks(request).await;
+        let page = answer.map_err(|s| self.status(&s))?.into_inner();
+        Ok(TaskPage {
+            tasks: page.tasks.into_iter().map(task).collect(),
+            next_page_token: non_empty(page.next_page_token),
+        })
+    }
+
+    /// A server stream's messages as events; it ends after its first error.
+    fn events(&self, stream: tonic::Streaming<pb::StreamResponse>) -> EventStream {
+        let (url, limit) = (self.url.clone(), self.max_message_bytes);
+        let events = futures::stream::unfold(Some(stream), move |stream| {
+            let url = url.clone();
+            async move {
+                let mut stream = stream?;
+                match stream.message().await {
+                    Ok(Some(item)) => Some((Ok(stream_event(item)), Some(stream))),
+                    Ok(None) => None,
+                    Err(status) => Some((Err(error_of(&status, &url, limit)), None)),
+                }
+            }
+        });
+        Box::pin(events.boxed())
+    }
+}
+
+fn clamp(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn non_empty(s: String) -> Option<String> {
+    Some(s).filter(|s| !s.is_empty())
+}
+
+/// A gRPC status as a [`ClientError`]: the A2A error its `ErrorInfo` names, else the one
+/// its code stands for, else the upstream unavailable (never echoing more than the
+/// status message, which [`ClientError::Rpc`] shows cut and escaped).
+pub(super) fn error_of(status: &tonic::Status, url: &url::Url, limit: usize) -> ClientError {
+    use tonic::Code;
+    let named = rpc::Status::decode(status.details())
+        .ok()
+        .into_iter()
+        .flat_map(|s| s.details)
+        .filter(|any| any.type_url.ends_with("/google.rpc.ErrorInfo"))
+        .filter_map(|any| rpc::ErrorInfo::decode(any.value.as_slice()).ok())
+        .find_map(|info| super::errors::by_reason(&info.reason));
+    if let Some(a2a) = named.or_else(|| super::errors::by_grpc_status(code_name(status.code()))) {
+        return ClientError::Rpc(RpcError {
+            code: a2a.rpc_code,
+            message: status.message().to_owned(),
+            data: None,
+        });
+    }
+    match status.code() {
+        // tonic's own refusal of a message past max_decoding_message_size.
+        Code::OutOfRange | Code::ResourceExhausted
+            if status.message().contains("message length too large") =>
+        {
+            ClientError::EventTooLarge { limit }
+        }
+        code => ClientError::Unavailable(format!(
+            "gRPC status {} from {}",
+            code_name(code),
+            crate::redact::url(url)
+        )),
+    }
+}
+
+/// A code's canonical name (`NOT_FOUND`), as the error table spells it.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "CANCELLED",
+        Unknown => "UNKNOWN",
+        InvalidArgument => "INVALID_ARGUMENT",
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
+        NotFound => "NOT_FOUND",
+        AlreadyExists => "ALREADY_EXISTS",
+        PermissionDenied => "PERMISSION_DENIED",
+        ResourceExhausted => "RESOURCE_EXHAUSTED",
+        FailedPrecondition => "FAILED_PRECONDITION",
+        Aborted => "ABORTED",
+        OutOfRange => "OUT_OF_RANGE",
+        Unimplemented => "UNIMPLEMENTED",
+        Internal => "INTERNAL",
+        Unavailable => "UNAVAILABLE",
+        DataLoss => "DATA_LOSS",
+        Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+// ---- model -> proto (requests) ----
+
+fn send_request(
+    msg: &OutgoingMessage,
+    history_length: Option<u32>,
+    tenant: &str,
+) -> pb::SendMessageRequest {
+    pb::SendMessageRequest {
+        tenant: tenant.to_owned(),
+        message: Some(pb::Message {
+            message_id: msg.message_id.clone(),
+            context_id: msg.context_id.clone().unwrap_or_default(),
+            task_id: msg.task_id.clone().unwrap_or_default(),
+            role: pb::Role::User as i32,
+            parts: msg.parts.iter().map(encode_part).collect(),
+            metadata: msg.metadata.as_ref().and_then(encode_struct),
+            extensions: msg.extensions.clone(),
+            reference_task_ids: Vec::new(),
+        }),
+        configuration: history_length.map(|n| pb::SendMessageConfiguration {
+            history_length: Some(clamp(n)),
+            ..Default::default()
+        }),
+        metadata: None,
+    }
+}
+
+fn encode_part(part: &Part) -> pb::Part {
+    use pb::part::Content;
+    let content = match &part.content {
+        PartContent::Text(t) => Some(Content::Text(t.clone())),
+        PartContent::Bytes(b) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .ok()
+            .map(Content::Raw),
+        PartContent::Url(u) => Some(Content::Url(u.clone())),
+        PartContent::Data(d) => Some(Content::Data(encode_value(d))),
+        PartContent::Unknown(v) => Some(Content::Data(encode_value(v))),
+    };
+    pb::Part {
+        content,
+        metadata: part.metadata.as_ref().and_then(encode_struct),
+        filename: part.filename.clone().unwrap_or_default(),
+        media_type: part.media_type.clone().unwrap_or_default(),
+    }
+}
+
+fn encode_struct(v: &Value) -> Option<prost_types::Struct> {
+    let Value::Object(map) = v else { return None };
+    Some(prost_types::Struct {
+        fields: map
+            .iter()
+            .map(|(k, v)| (k.clone(), encode_value(v)))
+            .collect(),
+    })
+}
+
+fn encode_value(v: &Value) -> prost_types::Value {
+    use prost_types::value::Kind;
+    let kind = match v {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(*b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
+        Value::String(s) => Kind::StringValue(s.clone()),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.iter().map(encode_value).collect(),
+        }),
+        Value::Object(_) => Kind::StructValue(encode_struct(v).unwrap_or_default()),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
+// ---- proto -> model (answers) ----
+
+/// One `StreamResponse` as a stream event (an empty one is kept as an unknown event).
+pub(super) fn stream_event(item: pb::StreamResponse) -> StreamEvent {
+    use pb::stream_response::Payload;
+    match item.payload {
+        Some(Payload::Task(t)) => StreamEvent::Task(task(t)),
+        Some(Payload::Message(m)) => StreamEvent::Message(message(m)),
+        Some(Payload::StatusUpdate(u)) => StreamEvent::StatusUpdate(StatusUpdate {
+            task_id: u.task_id,
+            context_id: non_empty(u.context_id),
+            status: status(u.status),
+            metadata: u.metadata.map(decode_struct),
+        }),
+        Some(Payload::ArtifactUpdate(u)) => StreamEvent::ArtifactUpdate(ArtifactUpdate {
+            task_id: u.task_id,
+            context_id: non_empty(u.context_id),
+            artifact: artifact(u.artifact.unwrap_or_default()),
+            append: u.append,
+            last_chunk: u.last_chunk,
+            metadata: u.metadata.map(decode_struct),
+        }),
+        None => StreamEvent::Unknown(Value::Object(Default::default())),
+    }
+}
+
+pub(super) fn task(t: pb::Task) -> Task {
+    Task {
+        id: t.id,
+        context_id: non_empty(t.context_id),
+        status: status(t.status),
+        artifacts: t.artifacts.into_iter().map(artifact).collect(),
+        history: t.history.into_iter().map(message).collect(),
+        metadata: t.metadata.map(decode_struct),
+    }
+}
+
+fn status(s: Option<pb::TaskStatus>) -> TaskStatus {
+    let s = s.unwrap_or_default();
+    let state = match pb::TaskState::try_from(s.state) {
+        Ok(known) => TaskState::parse(known.as_str_name()),
+        Err(_) => TaskState::Unknown(s.state.to_string()),
+    };
+    TaskStatus {
+        state,
+        message: s.message.map(message),
+        timestamp: s.timestamp.map(|t| t.to_string()),
+    }
+}
+
+fn message(m: pb::Message) -> Message {
+    let role = match pb::Role::try_from(m.role) {
+        Ok(pb::Role::User) => Role::User,
+        Ok(pb::Role::Agent) => Role::Agent,
+        Ok(other) => Role::Unknown(other.as_str_name().to_owned()),
+        Err(_) => Role::Unknown(m.role.to_string()),
+    };
+    Message {
+        message_id: m.message_id,
+        role,
+        parts: m.parts.into_iter().map(part).collect(),
+        context_id: non_empty(m.context_id),
+        task_id: non_empty(m.task_id),
+        metadata: m.metadata.map(decode_struct),
+    }
+}
+
+fn artifact(a: pb::Artifact) -> Artifact {
+    Artifact {
+        artifact_id: a.artifact_id,
+        name: non_empty(a.name),
+        description: non_empty(a.description),
+        parts: a.parts.into_iter().map(part).collect(),
+        metadata: a.metadata.map(decode_struct),
+    }
+}
+
+fn part(p: pb::Part) -> Part {
+    use pb::part::Content;
+    let content = match p.content {
+        Some(Content::Text(t)) => PartContent::Text(t),
+        Some(Content::Raw(b)) => {
+            PartContent::Bytes(base64::engine::general_purpose::STANDARD.encode(b))
+        }
+        Some(Content::Url(u)) => PartContent::Url(u),
+        Some(Content::Data(d)) => PartContent::Data(decode_value(d)),
+        None => PartContent::Unknown(Value::Object(Default::default())),
+    };
+    Part {
+        content,
+        media_type: non_empty(p.media_type),
+        filename: non_empty(p.filename),
+        metadata: p.metadata.map(decode_struct),
+    }
+}
+
+fn decode_struct(s: prost_types::Struct) -> Value {
+    Value::Object(
+        s.fields
+            .into_iter()
+            .map(|(k, v)| (k, decode_value(v)))
+            .collect(),
+    )
+}
+
+fn decode_value(v: prost_types::Value) -> Value {
+    use prost_types::value::Kind;
+    match v.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::BoolValue(b)) => Value::Bool(b),
+        // Whole numbers read as integers, as their JSON spelling would.
+        Some(Kind::NumberValue(n)) if n.fract() == 0.0 && n.abs() < 9.0e15 => Value::from(n as i64),
+        Some(Kind::NumberValue(n)) => {
+            serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
+        }
+        Some(Kind::StringValue(s)) => Value::String(s),
+        Some(Kind::ListValue(l)) => Value::Array(l.values.into_iter().map(decode_value).collect()),
+        Some(Kind::StructValue(s)) => decode_struct(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn text(t: &str) -> pb::Part {
+        pb::Part {
+            content: Some(pb::part::Content::Text(t.into())),
+            ..Default::default()
+        }
+    }
+
+    /// Every payload of a `StreamResponse` lands on the model as the JSON bindings' would:
+    /// states by their 1.0 names, empty strings absent, bytes base64, `Struct`s as JSON.
+    #[test]
+    fn stream_responses_decode_into_the_model() {
+        use pb::stream_response::Payload;
+        let status = pb::TaskStatus {
+            state: pb::TaskState::InputRequired as i32,
+            message: Some(pb::Message {
+                message_id: "m".into(),
+                role: pb::Role::Agent as i32,
+                parts: vec![text("approve?")],
+                ..Default::default()
+            }),
+            timestamp: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            }),
+        };
+        let update = stream_event(pb::StreamResponse {
+            payload: Some(Payload::StatusUpdate(pb::TaskStatusUpdateEvent {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                status: Some(status),
+                metadata: encode_struct(&json!({"k": [1, 1.5, "s", null, {"b": true}]})),
+            })),
+        });
+        let StreamEvent::StatusUpdate(u) = update else {
+            panic!("{update:?}")
+        };
+        assert_eq!(u.status.state, TaskState::InputRequired);
+        assert_eq!(u.context_id.as_deref(), Some("c"));
+        assert_eq!(u.status.message.as_ref().unwrap().text(), "approve?");
+        assert_eq!(u.status.message.unwrap().role, Role::Agent);
+        assert_eq!(u.status.timestamp.as_deref(), Some("2023-11-14T22:13:20Z"));
+        assert_eq!(
+            u.metadata,
+            Some(json!({"k": [1, 1.5, "s", null, {"b": true}]}))
+        );
+
+        let chunk = stream_event(pb::StreamResponse {
+            payload: Some(Payload::ArtifactUpdate(pb::TaskArtifactUpdateEvent {
+                task_id: "t".into(),
+                artifact: Some(pb::Artifact {
+                    artifact_id: "a".into(),
+                    parts: vec![
+                        text("hi"),
+                        pb::Part {
+                            content: Some(pb::part::Content::Raw(vec![0, 1])),
+                            media_type: "a/b".into(),
+                            filename: "f".into(),
+                            ..Default::default()
+                        },
+                        pb::Part {
+                            content: Some(pb::part::Content::Data(encode_value(&json!({"x": 1})))),
+                            ..Default::default()
+                        },
+                    ],
+                    ..Default::default()
+                }),
+                append: true,
+                last_chunk: false,
+                ..Default::default()
+            })),
+        });
+        let StreamEvent::ArtifactUpdate(a) = chunk else {
+            panic!("{chunk:?}")
+        };
+        assert!(a.append && !a.last_chunk && a.context_id.is_none());
+        assert_eq!(a.artifact.parts[0], Part::text("hi"));
+        assert_eq!(
+            a.artifact.parts[1].content,
+            PartContent::Bytes("AAE=".into())
+        );
+        assert_eq!(a.artifact.parts[1].filename.as_deref(), Some("f"));
+        assert_eq!(
+            a.artifact.parts[2].content,
+            PartContent::Data(json!({"x": 1}))
+        );
+
+        let snapshot = stream_event(pb::StreamResponse {
+            payload: Some(Payload::Task(pb::Task {
+                id: "t".into(),
+                status: Some(pb::TaskStatus {
+                    state: 42,
+                    ..Default::default()
+                }),
+                history: vec![pb::Message {
+                    role: pb::Role::User as i32,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })),
+        });
+        let StreamEvent::Task(t) = snapshot else {
+            panic!("{snapshot:?}")
+        };
+        assert_eq!(t.status.state, TaskState::Unknown("42".into()));
+        assert_eq!(t.history[0].role, Role::User);
+        assert!(matches!(
+            stream_event(pb::StreamResponse { payload: None }),
+            StreamEvent::Unknown(_)
+        ));
+    }
+
+    /// The outgoing message carries what the JSON bindings' does: ids, the user role,
+    /// parts (bytes decoded from base64), metadata, extensions; the tenant is the field.
+    #[test]
+    fn a_send_request_carries_the_message_and_tenant() {
+        let msg = OutgoingMessage {
+            message_id: "m".into(),
+            parts: vec![
+                Part::text("hi"),
+                Part {
+                    content: PartContent::Bytes("AAE=".into()),
+                    ..Part::text("")
+                },
+            ],
+            context_id: Some("c".into()),
+            task_id: None,
+            metadata: Some(json!({"approval": {"ok": true}})),
+            extensions: vec!["urn:x".into()],
+        };
+        let req = send_request(&msg, Some(3), "acme");
+        assert_eq!(req.tenant, "acme");
+        assert_eq!(req.configuration.unwrap().history_length, Some(3));
+        let m = req.message.unwrap();
+        assert_eq!(m.role, pb::Role::User as i32);
+        assert_eq!((m.context_id.as_str(), m.task_id.as_str()), ("c", ""));
+        assert_eq!(m.extensions, ["urn:x"]);
+        assert_eq!(m.parts[1].content, Some(pb::part::Content::Raw(vec![0, 1])));
+        assert_eq!(
+            decode_struct(m.metadata.unwrap()),
+            json!({"approval": {"ok": true}})
+        );
+    }
+
+    fn rich(code: tonic::Code, reason: &str) -> tonic::Status {
+        let info = rpc::ErrorInfo {
+            reason: reason.into(),
+            domain: "a2a-protocol.org".into(),
+            metadata: Default::default(),
+        };
+        let status = rpc::Status {
+            code: code as i32,
+            message: "no such task".into(),
+            details: vec![prost_types::Any {
+                type_url: "type.googleapis.com/google.rpc.ErrorInfo".into(),
+                value: info.encode_to_vec(),
+            }],
+        };
+        tonic::Status::with_details(code, "no such task", status.encode_to_vec().into())
+    }
+
+    /// Statuses as a2a-sdk 1.3.0 sends them (an `ErrorInfo` reason in the details) land
+    /// on the table's JSON-RPC codes; the reason decides over the code; a bare code is an
+    /// A2A error only where one error owns it; the rest is the upstream unavailable.
+    #[test]
+    fn statuses_map_through_the_error_table() {
+        use super::super::rpc_code;
+        let url: url::Url = "http://127.0.0.1:9/".parse().unwrap();
+        let code = |s: &tonic::Status| match error_of(s, &url, 10) {
+            ClientError::Rpc(e) => Some(e.code),
+            _ => None,
+        };
+        let not_found = error_of(&rich(tonic::Code::NotFound, "TASK_NOT_FOUND"), &url, 10);
+        assert!(not_found.is_task_not_found(), "{not_found:?}");
+        assert_eq!(
+            code(&rich(
+                tonic::Code::FailedPrecondition,
+                "TASK_NOT_CANCELABLE"
+            )),
+            Some(rpc_code::TASK_NOT_CANCELABLE)
+        );
+        assert_eq!(
+            code(&rich(tonic::Code::NotFound, "METHOD_NOT_FOUND")),
+            Some(rpc_code::METHOD_NOT_FOUND)
+        );
+        assert_eq!(
+            code(&tonic::Status::not_found("gone")),
+            Some(rpc_code::TASK_NOT_FOUND)
+        );
+        assert_eq!(
+            code(&tonic::Status::invalid_argument("bad")),
+            Some(rpc_code::INVALID_PARAMS)
+        );
+        assert_eq!(code(&tonic::Status::failed_precondition("?")), None);
+        let down = error_of(&tonic::Status::unavailable("refused"), &url, 10);
+        assert!(
+            matches!(&down, ClientError::Unavailable(m) if m.contains("UNAVAILABLE")),
+            "{down:?}"
+        );
+        let big = tonic::Status::out_of_range(
+            "Error, decoded message length too large: found 11 bytes, the limit is: 10 bytes",
+        );
+        assert!(matches!(
+            error_of(&big, &url, 10),
+            ClientError::EventTooLarge { limit: 10 }
+        ));
+    }
+}
