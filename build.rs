@@ -8,10 +8,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "google/rpc/error_details.proto",
     ];
     let descriptors = protox::compile(files, ["proto"])?;
+    // googleapis' comments hold example snippets that rustdoc would run as doctests (and
+    // tonic-prost-build's own `disable_comments` reaches only the service, not the messages).
+    let mut messages = prost_build::Config::new();
+    messages.disable_comments([".google.rpc"]);
     tonic_prost_build::configure()
         .build_server(false)
         .build_transport(false)
-        .compile_fds(descriptors)?;
+        .compile_fds_with_config(descriptors, messages)?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }
