@@ -24,7 +24,6 @@
 //! its header for why) unless a proxy is configured. Both stream paths share what follows
 //! the head (`Client::events_of`).
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -59,39 +58,11 @@ pub(crate) fn owned_headers() -> impl Iterator<Item = HeaderName> {
 /// `google.rpc.Status` is small; past this the status alone is reported).
 pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// Why a call to the upstream did not give a usable answer.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ClientError {
-    /// Connection refused, DNS, TLS, a non-2xx status (redirects included), a cut body.
-    #[error("upstream unavailable: {0}")]
-    Unavailable(String),
-    /// A unary call (or a stream's response head) took longer than `timeouts.upstream_call`.
-    #[error("no answer from the upstream within timeouts.upstream_call ({} ms)", .0.as_millis())]
-    Timeout(Duration),
-    /// The upstream answered with a JSON-RPC error (its message shown cut and escaped).
-    #[error("upstream error {}: {}", .0.code, crate::redact::Shown(&.0.message))]
-    Rpc(RpcError),
-    /// The upstream answered something that is not A2A.
-    #[error("invalid upstream response: {0}")]
-    Invalid(String),
-    /// One upstream event exceeded `limits.max_event_bytes`.
-    #[error("an upstream event or response exceeds {limit} bytes (limits.max_event_bytes)")]
-    EventTooLarge { limit: usize },
-    /// The operation does not exist in the upstream's protocol version.
-    #[error("{0} is not supported by A2A {1}")]
-    Unsupported(&'static str, &'static str),
-}
-
-impl ClientError {
-    /// The upstream does not know the task (A2A `TaskNotFoundError`, the same code in 1.0
-    /// and 0.3): it never existed there, or it expired.
-    pub fn is_task_not_found(&self) -> bool {
-        matches!(self, Self::Rpc(rpc) if rpc.code == super::rpc_code::TASK_NOT_FOUND)
-    }
-}
-
-/// A stream of upstream events; ends after an error item.
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ClientError>> + Send>>;
+// Defined where the other bindings' code reaches them without an import circle (the gRPC
+// transport is below this client): the error with the one error table, the stream with the
+// model it carries.
+pub use super::errors::ClientError;
+pub use super::model::EventStream;
 
 /// Where and how to reach one upstream agent.
 #[derive(Debug, Clone)]

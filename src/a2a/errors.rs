@@ -11,9 +11,44 @@
 //! its HTTP status where one A2A error owns that status ([`BY_HTTP_STATUS`]); anything else
 //! is not an A2A error (the caller reports the status, never the body).
 //!
-//! Data only: no I/O here.
+//! Data only: no I/O here. [`ClientError`] (why a call gave no usable answer) lives here too,
+//! so every binding's code reaches it without an import circle.
 
+use std::time::Duration;
+
+use super::model::RpcError;
 use super::rpc_code;
+
+/// Why a call to the upstream did not give a usable answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    /// Connection refused, DNS, TLS, a non-2xx status (redirects included), a cut body.
+    #[error("upstream unavailable: {0}")]
+    Unavailable(String),
+    /// A unary call (or a stream's response head) took longer than `timeouts.upstream_call`.
+    #[error("no answer from the upstream within timeouts.upstream_call ({} ms)", .0.as_millis())]
+    Timeout(Duration),
+    /// The upstream answered with a JSON-RPC error (its message shown cut and escaped).
+    #[error("upstream error {}: {}", .0.code, crate::redact::Shown(&.0.message))]
+    Rpc(RpcError),
+    /// The upstream answered something that is not A2A.
+    #[error("invalid upstream response: {0}")]
+    Invalid(String),
+    /// One upstream event exceeded `limits.max_event_bytes`.
+    #[error("an upstream event or response exceeds {limit} bytes (limits.max_event_bytes)")]
+    EventTooLarge { limit: usize },
+    /// The operation does not exist in the upstream's protocol version.
+    #[error("{0} is not supported by A2A {1}")]
+    Unsupported(&'static str, &'static str),
+}
+
+impl ClientError {
+    /// The upstream does not know the task (A2A `TaskNotFoundError`, the same code in 1.0
+    /// and 0.3): it never existed there, or it expired.
+    pub fn is_task_not_found(&self) -> bool {
+        matches!(self, Self::Rpc(rpc) if rpc.code == rpc_code::TASK_NOT_FOUND)
+    }
+}
 
 /// One A2A error in every binding's spelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

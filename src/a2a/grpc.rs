@@ -26,7 +26,8 @@ use prost::Message as _;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use super::client::{ClientError, EventStream};
+use super::errors::ClientError;
+use super::model::EventStream;
 use super::model::{
     Artifact, ArtifactUpdate, Message, OutgoingMessage, Part, PartContent, Role, RpcError,
     StatusUpdate, StreamEvent, Task, TaskPage, TaskState, TaskStatus,

@@ -427,6 +427,11 @@ impl ProtocolVersion {
     }
 }
 
+/// A stream of upstream events; ends after an error item.
+pub type EventStream = std::pin::Pin<
+    Box<dyn futures::Stream<Item = Result<StreamEvent, super::errors::ClientError>> + Send>,
+>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
