@@ -2,14 +2,15 @@
 //! @a2a-js/sdk 1.3.0 send it).
 //!
 //! Every binding's error lands on the JSON-RPC code of the same A2A error
-//! ([`super::model::RpcError`], [`super::client::ClientError::Rpc`]), so everything above
-//! `a2a/` (the stale-task rule of a resume, `RUN_ERROR a2a_error_<code>`, metrics) sees one
-//! vocabulary whichever binding carried it. JSON-RPC errors carry the code itself; an
-//! HTTP+JSON error body is a `google.rpc.Status` whose `google.rpc.ErrorInfo` detail names
-//! the error by `reason` (domain `a2a-protocol.org`; the spec says every A2A error MUST
-//! carry it); a gRPC status carries the same detail in `grpc-status-details-bin`. A body without a reason is mapped by
-//! its HTTP status where one A2A error owns that status ([`BY_HTTP_STATUS`]); anything else
-//! is not an A2A error (the caller reports the status, never the body).
+//! ([`super::model::RpcError`], [`ClientError::Rpc`]), so everything above `a2a/` (the
+//! stale-task rule of a resume, `RUN_ERROR a2a_error_<code>`, metrics) sees one vocabulary
+//! whichever binding carried it. JSON-RPC errors carry the code itself; an HTTP+JSON error
+//! body is a `google.rpc.Status` whose `google.rpc.ErrorInfo` detail names the error by
+//! `reason` (domain `a2a-protocol.org`; the spec says every A2A error MUST carry it); a gRPC
+//! status carries the same detail in `grpc-status-details-bin`. A body without a reason is
+//! mapped by its HTTP status where one A2A error owns that status ([`BY_HTTP_STATUS`]), a
+//! gRPC status by its code; anything else is not an A2A error (the caller reports the
+//! status, never the body).
 //!
 //! Data only: no I/O here. [`ClientError`] (why a call gave no usable answer) lives here too,
 //! so every binding's code reaches it without an import circle.
