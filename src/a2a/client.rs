@@ -60,9 +60,9 @@ pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 // Defined where the other bindings' code reaches them without an import circle (the gRPC
 // transport is below this client): the error with the one error table, the stream with the
-// model it carries.
+// errors that end it.
 pub use super::errors::ClientError;
-pub use super::model::EventStream;
+pub use super::errors::EventStream;
 
 /// Where and how to reach one upstream agent.
 #[derive(Debug, Clone)]

@@ -12,13 +12,19 @@
 //! gRPC status by its code; anything else is not an A2A error (the caller reports the
 //! status, never the body).
 //!
-//! Data only: no I/O here. [`ClientError`] (why a call gave no usable answer) lives here too,
-//! so every binding's code reaches it without an import circle.
+//! Data only: no I/O here. [`ClientError`] (why a call gave no usable answer) and the
+//! [`EventStream`] it ends live here too, so every binding's code reaches them without an
+//! import circle.
 
 use std::time::Duration;
 
 use super::model::RpcError;
 use super::rpc_code;
+
+/// A stream of upstream events; ends after an error item.
+pub type EventStream = std::pin::Pin<
+    Box<dyn futures::Stream<Item = Result<super::model::StreamEvent, ClientError>> + Send>,
+>;
 
 /// Why a call to the upstream did not give a usable answer.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -27,7 +27,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::errors::ClientError;
-use super::model::EventStream;
+use super::errors::EventStream;
 use super::model::{
     Artifact, ArtifactUpdate, Message, OutgoingMessage, Part, PartContent, Role, RpcError,
     StatusUpdate, StreamEvent, Task, TaskPage, TaskState, TaskStatus,

@@ -427,11 +427,6 @@ impl ProtocolVersion {
     }
 }
 
-/// A stream of upstream events; ends after an error item.
-pub type EventStream = std::pin::Pin<
-    Box<dyn futures::Stream<Item = Result<StreamEvent, super::errors::ClientError>> + Send>,
->;
-
 #[cfg(test)]
 mod tests {
     use super::*;
