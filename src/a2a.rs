@@ -5,6 +5,7 @@
 //! [`client::Client::supports`] for an operation rather than comparing versions (the demo
 //! agent, an A2A server, writes its own answers). See `docs/versions.md`, `docs/bindings.md`.
 
+pub mod call_headers;
 pub mod card;
 pub mod client;
 pub(crate) mod direct;

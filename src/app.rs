@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 
 use crate::auth::Authenticator;
 use crate::binding::{BindingStore, RedisStore};
-use crate::config::{AgentSettings, BindingStoreKind, ContextIds, Settings};
+use crate::config::{AgentSettings, BindingStoreKind, Settings};
 use crate::http::listener;
 use crate::http::server::ConnectionLimits;
 use crate::http::{self, AppState};
@@ -55,18 +55,10 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             .await
             .map_err(BuildError::Demo)?;
         tracing::info!(url = %base, "demo agent listening");
-        settings.agents.push(AgentSettings {
-            name: "demo".into(),
-            url: url::Url::parse(&base).expect("a loopback URL"),
-            context_ids: ContextIds::Server,
-            cancel_on_disconnect: false,
-            headers: Default::default(),
-            visibility: Default::default(),
-            forward_identity: None,
-            forward: Vec::new(),
-            force_extensions: false,
-            pins: Default::default(),
-        });
+        settings.agents.push(AgentSettings::plain(
+            "demo".into(),
+            url::Url::parse(&base).expect("a loopback URL"),
+        ));
     }
     let bindings = match &settings.binding_store {
         BindingStoreKind::Memory => BindingStore::memory(),

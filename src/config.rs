@@ -23,6 +23,7 @@ use crate::a2a::card::{self, Binding, Pins};
 use crate::a2a::model::ProtocolVersion;
 
 pub(crate) mod inbound;
+pub mod upstream;
 
 /// The config file, as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -204,6 +205,12 @@ pub struct AgentConfig {
     /// The tenant sent on every call, in place of the selected interface's.
     #[serde(default)]
     pub tenant: Option<String>,
+    /// Upstream TLS: extra roots, mTLS, the name to verify (docs/security.md#upstream-trust).
+    #[serde(default)]
+    pub tls: Option<upstream::TlsConfig>,
+    /// How the gateway authenticates to the agent (docs/security.md#upstream-credentials).
+    #[serde(default)]
+    pub credentials: Option<upstream::CredentialsConfig>,
 }
 
 /// `binding`: the first interface of the card the gateway speaks, or a pin.
@@ -427,6 +434,34 @@ pub struct AgentSettings {
     pub force_extensions: bool,
     /// `binding`, `protocol` and `tenant`: what the card's selection must respect.
     pub pins: Pins,
+    /// The `headers` given as `file:` references: read again when the file changes (their
+    /// values at start are in `headers`).
+    pub header_files: Vec<(HeaderName, std::path::PathBuf)>,
+    /// `tls`, parsed (defaults: the OS store and the built-in roots, no client certificate).
+    pub tls: upstream::UpstreamTls,
+    /// `credentials`, parsed.
+    pub credentials: Option<upstream::UpstreamCredentials>,
+}
+
+impl AgentSettings {
+    /// An agent at `url` with every setting at its default (the built-in demo agent).
+    pub fn plain(name: String, url: Url) -> Self {
+        Self {
+            name,
+            url,
+            context_ids: ContextIds::Server,
+            cancel_on_disconnect: false,
+            headers: HeaderMap::new(),
+            visibility: Visibility::default(),
+            forward_identity: None,
+            forward: Vec::new(),
+            force_extensions: false,
+            pins: Pins::default(),
+            header_files: Vec::new(),
+            tls: upstream::UpstreamTls::default(),
+            credentials: None,
+        }
+    }
 }
 
 /// The validated configuration the gateway runs with.
@@ -601,7 +636,13 @@ pub(crate) fn resolve_reference(key: &str, raw: &str) -> Result<String, ConfigEr
     }
 }
 
-fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErrors> {
+/// One agent, validated; `jwt_inbound`: whether inbound auth has JWTs (some credentials
+/// need them).
+fn agent_settings(
+    i: usize,
+    a: &AgentConfig,
+    jwt_inbound: bool,
+) -> Result<AgentSettings, ConfigErrors> {
     let key = format!("agents[{i}]");
     let mut problems = Problems::default();
     if !valid_name(&a.name) {
@@ -612,6 +653,7 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
     }
     let url = problems.take(parse_url(&format!("{key}.url"), &a.url));
     let mut headers = HeaderMap::new();
+    let mut header_files = Vec::new();
     for (name, reference) in &a.headers {
         let hkey = format!("{key}.headers.{name}");
         let header = HeaderName::from_bytes(name.as_bytes())
@@ -623,6 +665,9 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
                 Ok((hname, hvalue))
             });
         if let Some((hname, hvalue)) = problems.take(header) {
+            if let Some(path) = reference.strip_prefix("file:") {
+                header_files.push((hname.clone(), path.into()));
+            }
             headers.insert(hname, hvalue);
         }
     }
@@ -655,6 +700,19 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
             "must not be empty or only dots",
         ));
     }
+    let tls = a.tls.as_ref().map_or_else(Default::default, |tls| {
+        upstream::tls_settings(&key, tls, &mut problems)
+    });
+    let credentials = a
+        .credentials
+        .as_ref()
+        .and_then(|c| upstream::credentials_settings(&key, c, jwt_inbound, &mut problems));
+    if credentials.is_some() && headers.contains_key(reqwest::header::AUTHORIZATION) {
+        problems.push(err(
+            format!("{key}.credentials"),
+            "headers already set Authorization: use one or the other",
+        ));
+    }
     let Some(url) = url else {
         return Err(problems.into());
     };
@@ -674,6 +732,9 @@ fn agent_settings(i: usize, a: &AgentConfig) -> Result<AgentSettings, ConfigErro
             binding,
             tenant: a.tenant.clone(),
         },
+        header_files,
+        tls,
+        credentials,
     })
 }
 
@@ -795,8 +856,9 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         problems.push(err("binding_ttl_s", "must be greater than 0"));
     }
     let mut agents = Vec::new();
+    let jwt_inbound = file.auth.jwt.is_some();
     for (i, a) in file.agents.iter().enumerate() {
-        agents.extend(problems.take(agent_settings(i, a)));
+        agents.extend(problems.take(agent_settings(i, a, jwt_inbound)));
     }
     for raw in &over.agents {
         let Some((name, url)) = raw.split_once('=') else {
@@ -816,9 +878,11 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             force_extensions: false,
             binding: BindingChoice::Auto,
             tenant: None,
+            tls: None,
+            credentials: None,
         };
         // A flag replaces a file agent of the same name.
-        let parsed = agent_settings(agents.len(), &cfg).map_err(|errors| {
+        let parsed = agent_settings(agents.len(), &cfg, jwt_inbound).map_err(|errors| {
             let flagged = errors.iter().map(|e| err("--agent", e.message.clone()));
             ConfigErrors(flagged.collect())
         });

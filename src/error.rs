@@ -104,12 +104,19 @@ pub(crate) enum RequestError {
     /// An agent a listing needs did not answer within `timeouts.upstream_call`.
     #[error("{0}")]
     UpstreamTimeout(String),
+    /// The gateway could not authenticate to an agent a listing needs.
+    #[error("{0}")]
+    UpstreamAuthFailed(String),
 }
 
 /// The code of an upstream that cannot be reached, before a stream (a 502) or in one.
 pub(crate) const UPSTREAM_UNAVAILABLE: &str = "upstream_unavailable";
 /// The code of an upstream that did not answer in time, before a stream (a 504) or in one.
 pub(crate) const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
+/// The code of an upstream the gateway could not authenticate to (no credential could be
+/// had, or the agent refused it; docs/security.md#upstream-credentials), before a stream (a
+/// 502) or in one.
+pub(crate) const UPSTREAM_AUTH_FAILED: &str = "upstream_auth_failed";
 
 impl RequestError {
     /// The machine-readable code.
@@ -140,6 +147,7 @@ impl RequestError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::UpstreamUnavailable(_) => UPSTREAM_UNAVAILABLE,
             Self::UpstreamTimeout(_) => UPSTREAM_TIMEOUT,
+            Self::UpstreamAuthFailed(_) => UPSTREAM_AUTH_FAILED,
         }
     }
 
@@ -183,7 +191,7 @@ impl RequestError {
             Self::HeadTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedTransferEncoding => StatusCode::NOT_IMPLEMENTED,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::UpstreamUnavailable(_) => StatusCode::BAD_GATEWAY,
+            Self::UpstreamUnavailable(_) | Self::UpstreamAuthFailed(_) => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -211,6 +219,9 @@ pub(crate) enum RunError {
     UpstreamInvalid(String),
     #[error("{0}")]
     UpstreamTimeout(String),
+    /// No credential for the agent could be had, or the agent refused it.
+    #[error("{0}")]
+    UpstreamAuthFailed(String),
     /// A configured limit was exceeded (events, text, artifacts, state, event size).
     #[error("{0}")]
     LimitExceeded(String),
@@ -237,6 +248,7 @@ impl RunError {
             Self::UpstreamStreamEnded(_) => "upstream_stream_ended",
             Self::UpstreamInvalid(_) => "upstream_invalid_response",
             Self::UpstreamTimeout(_) => UPSTREAM_TIMEOUT,
+            Self::UpstreamAuthFailed(_) => UPSTREAM_AUTH_FAILED,
             Self::LimitExceeded(_) => "limit_exceeded",
             Self::InvalidResume(_) => "invalid_resume",
             Self::Shutdown => "gateway_shutdown",
@@ -259,6 +271,9 @@ impl From<&ClientError> for RequestError {
     fn from(e: &ClientError) -> Self {
         match e {
             ClientError::Timeout(_) => Self::UpstreamTimeout(e.to_string()),
+            ClientError::Unauthorized(_) | ClientError::Credentials(_) => {
+                Self::UpstreamAuthFailed(e.to_string())
+            }
             _ => Self::UpstreamUnavailable(e.to_string()),
         }
     }
@@ -278,6 +293,9 @@ impl From<&ClientError> for RunError {
                 Self::UpstreamInvalid(message)
             }
             ClientError::EventTooLarge { .. } => Self::LimitExceeded(message),
+            ClientError::Unauthorized(_) | ClientError::Credentials(_) => {
+                Self::UpstreamAuthFailed(message)
+            }
         }
     }
 }
@@ -316,6 +334,7 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         MethodNotAllowed,
         UpstreamUnavailable(String::new()),
         UpstreamTimeout(String::new()),
+        UpstreamAuthFailed(String::new()),
     ];
     // A new variant fails to compile here until it is added to the list above.
     for e in &all {
@@ -344,7 +363,8 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
             | UnsupportedTransferEncoding
             | MethodNotAllowed
             | UpstreamUnavailable(_)
-            | UpstreamTimeout(_) => {}
+            | UpstreamTimeout(_)
+            | UpstreamAuthFailed(_) => {}
         }
     }
     all

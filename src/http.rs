@@ -799,6 +799,7 @@ mod tests {
         let upstream = [
             RequestError::UpstreamUnavailable(String::new()),
             RequestError::UpstreamTimeout(String::new()),
+            RequestError::UpstreamAuthFailed(String::new()),
         ];
         assert_eq!(*codes, json!(upstream.map(|e| e.code())));
     }

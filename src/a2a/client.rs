@@ -30,6 +30,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 
+use super::call_headers::CallHeaders;
 use super::card::Binding;
 use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
 use super::sse::{self, SseError};
@@ -107,6 +108,8 @@ pub struct Client {
     direct_streams: Option<Duration>,
     /// The gRPC binding's channel (unused by the others).
     grpc: super::grpc::Transport,
+    /// Headers decided per call (credentials that change), if any.
+    call_headers: Option<std::sync::Arc<dyn CallHeaders>>,
 }
 
 /// Tells a stream's hook of its end.
@@ -158,7 +161,47 @@ impl Client {
             trace: None,
             direct_streams: None,
             grpc: super::grpc::Transport::default(),
+            call_headers: None,
         }
+    }
+
+    /// This client adding `source`'s headers to every call ([`super::call_headers`]), in
+    /// place of any source it had.
+    pub fn with_call_headers(&self, source: std::sync::Arc<dyn CallHeaders>) -> Client {
+        let mut client = self.clone();
+        client.call_headers = Some(source);
+        client
+    }
+
+    /// Runs `call` on a copy of this client carrying the call's changing headers; when the
+    /// agent refuses them as stale (a 401), tells the source and runs it once more with
+    /// fresh ones ([`super::call_headers`]). Without a source, `call` runs on a plain copy.
+    async fn authorized<'a, T, F, Fut>(&'a self, call: F) -> Result<T, ClientError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>> + 'a,
+    {
+        let Some(source) = &self.call_headers else {
+            return call(self.clone()).await;
+        };
+        let sent = source.headers().await.map_err(ClientError::Credentials)?;
+        match call(self.with_headers(&sent)).await {
+            Err(ClientError::Unauthorized(refusal)) if refusal.stale => {
+                source.refused(&sent);
+                let fresh = source.headers().await.map_err(ClientError::Credentials)?;
+                call(self.with_headers(&fresh)).await
+            }
+            other => other,
+        }
+    }
+
+    /// This client with `headers` set on every call (replacing those of the same name).
+    fn with_headers(&self, headers: &HeaderMap) -> Client {
+        let mut client = self.clone();
+        for (name, value) in headers {
+            client.endpoint.headers.insert(name, value.clone());
+        }
+        client
     }
 
     /// This client reading its `http://` streams itself (`a2a::direct`), connecting
@@ -339,6 +382,9 @@ impl Client {
         status: reqwest::StatusCode,
         body: impl std::future::Future<Output = Option<Vec<u8>>>,
     ) -> ClientError {
+        if let Some(refusal) = refusal_of(status.as_u16(), &self.endpoint_url()) {
+            return ClientError::Unauthorized(refusal);
+        }
         if self.endpoint.binding == Binding::HttpJson {
             if let Ok(Some(body)) = tokio::time::timeout(self.call_timeout, body).await {
                 if let Some(e) = rest::error_of(status.as_u16(), &body) {
@@ -465,6 +511,15 @@ impl Client {
         msg: &OutgoingMessage,
         history_length: Option<u32>,
     ) -> Result<EventStream, ClientError> {
+        self.authorized(|c| async move { c.stream_message_once(msg, history_length).await })
+            .await
+    }
+
+    async fn stream_message_once(
+        &self,
+        msg: &OutgoingMessage,
+        history_length: Option<u32>,
+    ) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Stream, "SendStreamingMessage")?;
         let client = self.for_message(msg);
         // The head may come with the first event: the caller's `first_event` bounds both.
@@ -483,6 +538,11 @@ impl Client {
     /// `SubscribeToTask` / `tasks/resubscribe`; the response head within
     /// `timeouts.upstream_call`.
     pub async fn subscribe(&self, task_id: &str) -> Result<EventStream, ClientError> {
+        self.authorized(|c| async move { c.subscribe_once(task_id).await })
+            .await
+    }
+
+    async fn subscribe_once(&self, task_id: &str) -> Result<EventStream, ClientError> {
         let method = self.method(Operation::Subscribe, "SubscribeToTask")?;
         if self.endpoint.binding == Binding::Grpc {
             let timeout = Some(self.call_timeout);
@@ -501,6 +561,16 @@ impl Client {
 
     /// `SendMessage` / `message/send` (blocking): a Task or a Message.
     pub async fn send_message(
+        &self,
+        msg: &OutgoingMessage,
+        history_length: Option<u32>,
+        timeout: Option<Duration>,
+    ) -> Result<StreamEvent, ClientError> {
+        self.authorized(|c| async move { c.send_message_once(msg, history_length, timeout).await })
+            .await
+    }
+
+    async fn send_message_once(
         &self,
         msg: &OutgoingMessage,
         history_length: Option<u32>,
@@ -526,6 +596,15 @@ impl Client {
         task_id: &str,
         history_length: Option<u32>,
     ) -> Result<Task, ClientError> {
+        self.authorized(|c| async move { c.get_task_once(task_id, history_length).await })
+            .await
+    }
+
+    async fn get_task_once(
+        &self,
+        task_id: &str,
+        history_length: Option<u32>,
+    ) -> Result<Task, ClientError> {
         let method = self.method(Operation::GetTask, "GetTask")?;
         if self.endpoint.binding == Binding::Grpc {
             let get = |call: super::grpc::Call| call.get_task(task_id, history_length);
@@ -544,6 +623,11 @@ impl Client {
 
     /// `CancelTask` / `tasks/cancel`.
     pub async fn cancel_task(&self, task_id: &str) -> Result<Task, ClientError> {
+        self.authorized(|c| async move { c.cancel_task_once(task_id).await })
+            .await
+    }
+
+    async fn cancel_task_once(&self, task_id: &str) -> Result<Task, ClientError> {
         let method = self.method(Operation::CancelTask, "CancelTask")?;
         if self.endpoint.binding == Binding::Grpc {
             let cancel = |call: super::grpc::Call| call.cancel_task(task_id);
@@ -562,6 +646,27 @@ impl Client {
     /// `ListTasks`, filtered by context if given (1.0 only; newest first); with the tasks'
     /// artifacts if `include_artifacts`.
     pub async fn list_tasks(
+        &self,
+        context_id: Option<&str>,
+        page_size: u32,
+        page_token: Option<&str>,
+        history_length: u32,
+        include_artifacts: bool,
+    ) -> Result<TaskPage, ClientError> {
+        self.authorized(|c| async move {
+            c.list_tasks_once(
+                context_id,
+                page_size,
+                page_token,
+                history_length,
+                include_artifacts,
+            )
+            .await
+        })
+        .await
+    }
+
+    async fn list_tasks_once(
         &self,
         context_id: Option<&str>,
         page_size: u32,
@@ -863,6 +968,15 @@ impl Client {
         }
         Ok(resp)
     }
+}
+
+/// A 401 or 403 as the agent's refusal of the gateway's credentials (RFC 9110 §15.5.2,
+/// §15.5.4): only a 401 says a fresh credential may be accepted.
+pub(super) fn refusal_of(status: u16, shown_url: &str) -> Option<super::errors::Refusal> {
+    matches!(status, 401 | 403).then(|| super::errors::Refusal {
+        stale: status == 401,
+        shown: format!("HTTP {status} from {shown_url}"),
+    })
 }
 
 /// An upstream stream that broke off.

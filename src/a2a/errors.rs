@@ -47,6 +47,29 @@ pub enum ClientError {
     /// The operation does not exist in the upstream's protocol version.
     #[error("{0} is not supported by A2A {1}")]
     Unsupported(&'static str, &'static str),
+    /// The agent refused the gateway's credential (HTTP 401 or 403, gRPC `UNAUTHENTICATED`
+    /// or `PERMISSION_DENIED`); the text names the status, never the body.
+    #[error("the agent refused the gateway's credentials: {0}")]
+    Unauthorized(Refusal),
+    /// No credential for the call could be had (a token endpoint that failed, a caller
+    /// without a token); the text names why, never a secret.
+    #[error("no upstream credentials: {0}")]
+    Credentials(String),
+}
+
+/// An agent's refusal of a credential: whether a fresh one may help (a 401 or
+/// `UNAUTHENTICATED`: the credential was not accepted; a 403: it was, and is not allowed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub stale: bool,
+    /// The status and the redacted URL.
+    pub shown: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
 }
 
 impl ClientError {

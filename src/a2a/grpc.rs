@@ -242,6 +242,17 @@ pub(super) fn error_of(status: &tonic::Status, url: &url::Url, limit: usize) -> 
         });
     }
     match status.code() {
+        // The credentials refused (gRPC status codes: UNAUTHENTICATED says fresh ones may do).
+        code @ (Code::Unauthenticated | Code::PermissionDenied) => {
+            ClientError::Unauthorized(super::errors::Refusal {
+                stale: code == Code::Unauthenticated,
+                shown: format!(
+                    "gRPC status {} from {}",
+                    code_name(code),
+                    crate::redact::url(url)
+                ),
+            })
+        }
         // tonic's own refusal of a message past max_decoding_message_size.
         Code::OutOfRange | Code::ResourceExhausted
             if status.message().contains("message length too large") =>
