@@ -10,6 +10,7 @@
 //! - [`run`]: the one async module that owns a run: upstream calls, timeouts, limits,
 //!   recovery, and the terminal-event guarantee.
 //! - [`registry`]: configured agents, their cards, readiness.
+//! - [`upstream`]: what the gateway presents to agents: TLS and credentials.
 //! - [`auth`]: inbound auth: who is calling (API keys, JWT), the caller of every request.
 //! - [`binding`]: the binding store (owner + agent + threadId -> contextId): memory or Redis.
 //! - [`error`]: the error vocabulary: request errors (HTTP) and run errors (`RUN_ERROR`).
@@ -38,6 +39,7 @@ pub(crate) mod redact;
 pub(crate) mod registry;
 pub(crate) mod run;
 pub mod telemetry;
+pub(crate) mod upstream;
 
 #[cfg(test)]
 mod tests {

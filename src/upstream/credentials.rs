@@ -1,0 +1,1 @@
+//! An agent's credentials at run time (docs/security.md#upstream-credentials). (Being built.)
