@@ -8,5 +8,5 @@
 //! only through its seams (a `reqwest::Client` / rustls configuration per agent, and
 //! [`crate::a2a::call_headers::CallHeaders`]), so `crate::a2a` never imports this module.
 
-pub mod credentials;
-pub mod tls;
+pub(crate) mod credentials;
+pub(crate) mod tls;
