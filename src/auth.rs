@@ -34,7 +34,7 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use crate::config::inbound::{key_digest, ApiKey, AuthSettings};
-use crate::config::Visibility;
+use crate::config::{Secret, Visibility};
 use crate::error::{Rejection, RequestError};
 use crate::redact::Shown;
 
@@ -52,6 +52,10 @@ const MAX_TOKEN_BYTES: usize = 16 * 1024;
 pub(crate) struct Caller {
     pub(crate) name: String,
     pub(crate) scopes: Vec<String>,
+    /// The bearer, when a JWT authenticated the caller: what `token_exchange` and
+    /// `forward_caller_token` send upstream (docs/security.md#upstream-credentials). A
+    /// [`Secret`]: `Debug` prints `[redacted]`.
+    pub(crate) token: Option<Secret>,
 }
 
 impl Caller {
@@ -60,6 +64,7 @@ impl Caller {
         Self {
             name: ANONYMOUS.to_owned(),
             scopes: vec![SCOPE_THREADS_ALL.to_owned()],
+            token: None,
         }
     }
 
@@ -155,10 +160,14 @@ impl Authenticator {
             return Ok(Caller {
                 name: key.name.clone(),
                 scopes: key.scopes.clone(),
+                token: None,
             });
         }
         match &self.jwt {
-            Some(jwt) => jwt.verify(token),
+            Some(jwt) => jwt.verify(token).map(|caller| Caller {
+                token: token.parse().ok(),
+                ..caller
+            }),
             None => Err(Rejection::Invalid),
         }
     }
@@ -387,6 +396,20 @@ mod tests {
         let forged = hs256(&expired, "another-secret-of-at-least-32-bytes!");
         assert_eq!(check(&auth, &forged), Err(Rejection::Invalid));
         assert_eq!(check(&auth, "not.a.jwt"), Err(Rejection::Invalid));
+    }
+
+    #[test]
+    fn only_a_jwt_caller_carries_its_token_and_debug_hides_it() {
+        let token = hs256(&claims(), HS_SECRET);
+        let caller = check(&hs_auth(), &token).unwrap();
+        assert_eq!(
+            caller.token.as_ref().map(Secret::expose),
+            Some(token.as_str())
+        );
+        assert!(!format!("{caller:?}").contains(&token));
+        let keys = build("api_keys: [{name: ci, key: literal-key-0123}]", &[]).unwrap();
+        assert_eq!(check(&keys, "literal-key-0123").unwrap().token, None);
+        assert_eq!(Caller::anonymous().token, None);
     }
 
     #[test]

@@ -335,7 +335,7 @@ async fn check_ownership(
     };
     // The task's context, from the upstream (bounded by `timeouts.upstream_call`); a task
     // the upstream cannot show is left to the run, which reports it in the stream.
-    let Ok(upstream) = s.registry.resolve_as(agent, &caller.name).await else {
+    let Ok(upstream) = s.registry.resolve_as(agent, caller).await else {
         return Ok(());
     };
     let Ok(task) = upstream.client.get_task(task_id, Some(0)).await else {
@@ -464,6 +464,7 @@ pub(crate) async fn start_run(
         stop: s.stop.clone(),
         may_pick_up,
         owner: caller.name.clone(),
+        caller_token: caller.token.clone(),
         metrics: s.metrics.clone(),
         trace,
     });

@@ -10,13 +10,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 
+use crate::a2a::call_headers::CallHeaders;
 use crate::a2a::card::{self, AgentCard};
 use crate::a2a::client::{Client, Endpoint};
 use crate::a2a::model::ProtocolVersion;
-use crate::config::AgentSettings;
+use crate::auth::Caller;
+use crate::config::{AgentSettings, Secret};
+use crate::upstream::credentials::Credentials;
 
 /// Card refresh period while an agent is ready.
 pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
@@ -51,7 +54,8 @@ impl Resolved {
 /// (`forward_identity`, docs/design.md#11-security): `None` when the agent forwards none, an error
 /// when the
 /// identity cannot be a header value. The one home of that rule: runs, thread reads,
-/// CopilotKit connect and stop all call upstream through [`Registry::resolve_as`] or this.
+/// CopilotKit connect and stop all call upstream through [`Registry::resolve_as`] or
+/// [`caller_client`], which use this.
 pub(crate) fn caller_identity(
     settings: &AgentSettings,
     owner: &str,
@@ -76,6 +80,30 @@ pub(crate) fn with_identity(
     }
 }
 
+/// `client` (the agent's) as it calls upstream for the caller `owner`, whose inbound bearer
+/// was `token` (a JWT caller's): with the caller identity header ([`caller_identity`]) and
+/// the caller's credentials when the agent's depend on the caller (`token_exchange`,
+/// `forward_caller_token`; docs/security.md#upstream-credentials). `None`: `client` serves
+/// as it is. A caller without the token such credentials need gets a client whose calls
+/// fail with `upstream_auth_failed` before anything is sent.
+pub(crate) fn caller_client(
+    agent: &Agent,
+    client: &Client,
+    owner: &str,
+    token: Option<&Secret>,
+) -> Result<Option<Client>, String> {
+    let identity = caller_identity(&agent.settings, owner)?;
+    let source = agent.credentials.for_caller(token);
+    if identity.is_none() && source.is_none() {
+        return Ok(None);
+    }
+    let client = with_identity(client, identity);
+    Ok(Some(match source {
+        Some(source) => client.with_call_headers(source),
+        None => client,
+    }))
+}
+
 /// The extensions the gateway understands that `card` declares: asked for on every call
 /// (kagent's HITL extension: with it kagent sends structured approvals instead of text).
 fn understood_extensions(card: &AgentCard) -> Vec<String> {
@@ -90,6 +118,8 @@ fn understood_extensions(card: &AgentCard) -> Vec<String> {
 #[derive(Debug)]
 pub struct Agent {
     pub settings: AgentSettings,
+    /// Its credentials at run time: token caches live here, across card reads.
+    pub(crate) credentials: Credentials,
     resolved: RwLock<Option<Arc<Resolved>>>,
     last_error: RwLock<Option<String>>,
     /// Why the card read last offers nothing the gateway can call (for `/readyz`).
@@ -102,7 +132,8 @@ struct Unready {
     /// For logs and `GET /agents` (`error`).
     detail: String,
     /// For `/readyz`, which anyone may read: only what the (public) card offered, when it
-    /// was read and offers no interface the gateway speaks.
+    /// was read and offers no interface the gateway speaks, or why no upstream credentials
+    /// could be had (a token endpoint's status and error code, a file's path; no secret).
     unusable: Option<String>,
 }
 
@@ -130,6 +161,7 @@ impl Agent {
         let mut summary = AgentSummary {
             binding: None,
             card: None,
+            credentials: None,
             description: None,
             error: None,
             name: self.settings.name.clone(),
@@ -165,6 +197,7 @@ impl Agent {
                 name: r.card.name.clone(),
                 version: r.card.version.clone(),
             }),
+            credentials: self.credentials.kind(),
             ..self.summary_of(resolved.as_deref())
         }
     }
@@ -184,6 +217,10 @@ pub(crate) struct AgentSummary {
     /// `GET /agents/{name}` only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub card: Option<CardIdentity>,
+    /// `GET /agents/{name}` only: the kind of credentials configured (`oauth2`, ...), never
+    /// a value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -250,6 +287,7 @@ impl Registry {
             .into_iter()
             .map(|s| {
                 let agent = Agent {
+                    credentials: Credentials::new(&s, http.clone(), call_timeout),
                     settings: s,
                     resolved: RwLock::new(None),
                     last_error: RwLock::new(None),
@@ -320,22 +358,26 @@ impl Registry {
         }
     }
 
-    /// The agent's resolution whose client calls upstream on behalf of `owner` (with the
-    /// caller identity header when the agent forwards it).
-    pub async fn resolve_as(&self, agent: &Agent, owner: &str) -> Result<Arc<Resolved>, String> {
+    /// The agent's resolution whose client calls upstream on behalf of `caller` (with the
+    /// caller identity header and the caller's credentials, [`caller_client`]).
+    pub(crate) async fn resolve_as(
+        &self,
+        agent: &Agent,
+        caller: &Caller,
+    ) -> Result<Arc<Resolved>, String> {
         let upstream = self
             .resolve(agent)
             .await
             .map_err(|e| format!("agent {} is not reachable: {e}", agent.settings.name))?;
-        match caller_identity(&agent.settings, owner)? {
+        match caller_client(agent, &upstream.client, &caller.name, caller.token.as_ref())? {
             None => Ok(upstream),
-            identity => Ok(upstream.with_client(with_identity(&upstream.client, identity))),
+            Some(client) => Ok(upstream.with_client(client)),
         }
     }
 
     /// Reads the agent's card and updates its resolution.
     pub async fn refresh(&self, agent: &Agent) -> Result<Arc<Resolved>, String> {
-        let result = self.fetch(&agent.settings).await;
+        let result = self.fetch(agent).await;
         if let Ok(mut slot) = agent.unusable.write() {
             *slot = result.as_ref().err().and_then(|e| e.unusable.clone());
         }
@@ -372,17 +414,15 @@ impl Registry {
         result
     }
 
-    async fn fetch(&self, s: &AgentSettings) -> Result<Arc<Resolved>, Unready> {
+    async fn fetch(&self, agent: &Agent) -> Result<Arc<Resolved>, Unready> {
+        let s = &agent.settings;
+        // The agent's credentials go with its card reads too (not a caller's: there is none);
+        // a token endpoint that fails makes the agent unready, and says so in `/readyz`.
+        let credentials = agent.credentials.for_agent();
         let mut errors = Vec::new();
         for url in card::card_urls(&s.url) {
             let shown = crate::redact::url(&url);
-            let resp = self
-                .http
-                .get(url.clone())
-                .headers(s.headers.clone())
-                .timeout(self.call_timeout)
-                .send()
-                .await;
+            let resp = self.read_card_at(&url, s, credentials.as_deref()).await?;
             let card: AgentCard = match resp {
                 Ok(r) if r.status().is_success() => match read_card(r, self.call_timeout).await {
                     Ok(c) => c,
@@ -428,6 +468,10 @@ impl Registry {
                 self.call_timeout,
             )
             .with_extensions(&understood_extensions(&card));
+            let client = match &credentials {
+                Some(source) => client.with_call_headers(source.clone()),
+                None => client,
+            };
             let client = match self.direct_streams {
                 Some(connect_timeout) => client.with_direct_streams(connect_timeout),
                 None => client,
@@ -452,6 +496,42 @@ impl Registry {
         Err(errors.join("; ").into())
     }
 
+    /// The answer to a card read at `url`, with the agent's headers and `credentials`' (asked
+    /// once; after a 401 the source is told and asked once more, like every call,
+    /// docs/security.md#upstream-credentials). `Err`: no credentials could be had.
+    async fn read_card_at(
+        &self,
+        url: &url::Url,
+        s: &AgentSettings,
+        credentials: Option<&dyn CallHeaders>,
+    ) -> Result<reqwest::Result<reqwest::Response>, Unready> {
+        let get = |extra: HeaderMap| {
+            self.http
+                .get(url.clone())
+                .headers(s.headers.clone())
+                .headers(extra)
+                .timeout(self.call_timeout)
+                .send()
+        };
+        let Some(source) = credentials else {
+            return Ok(get(HeaderMap::new()).await);
+        };
+        let unready = |e: String| {
+            let reason = format!("no upstream credentials: {e}");
+            Unready {
+                detail: reason.clone(),
+                unusable: Some(reason),
+            }
+        };
+        let sent = source.headers().await.map_err(unready)?;
+        let resp = get(sent.clone()).await;
+        if !matches!(&resp, Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED) {
+            return Ok(resp);
+        }
+        source.refused(&sent);
+        Ok(get(source.headers().await.map_err(unready)?).await)
+    }
+
     /// Reads every card now, then keeps them fresh in the background.
     pub fn spawn_refresher(self: Arc<Self>) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
@@ -474,6 +554,9 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::a2a::client::ClientError;
+    use crate::config::upstream::{UpstreamCredentials, ValueSource};
+    use crate::upstream::credentials::test_idp;
     use serde_json::{json, Value};
 
     #[test]
@@ -538,6 +621,7 @@ mod tests {
         };
         let client = Client::new(reqwest::Client::new(), endpoint, 1024, REFRESH_INTERVAL);
         Agent {
+            credentials: Credentials::new(&settings, reqwest::Client::new(), REFRESH_INTERVAL),
             settings,
             resolved: RwLock::new(Some(Arc::new(Resolved {
                 card,
@@ -576,6 +660,187 @@ mod tests {
         let untenanted = resolved_agent(card::Binding::JsonRpc, ProtocolVersion::V1, None);
         let summary = serde_json::to_value(untenanted.summary()).unwrap();
         assert!(summary.get("tenant").is_none());
+        // The kind of credentials, in the detail only, and never a value.
+        let kinds = schema["properties"]["credentials"]["enum"]
+            .as_array()
+            .unwrap();
+        let mut settings = untenanted.settings.clone();
+        settings.credentials = Some(UpstreamCredentials::Bearer(ValueSource::Fixed(
+            "bearer-value-never-shown".parse().unwrap(),
+        )));
+        let agent = Agent {
+            credentials: Credentials::new(&settings, reqwest::Client::new(), REFRESH_INTERVAL),
+            settings,
+            ..untenanted
+        };
+        let detail = serde_json::to_value(agent.detail()).unwrap();
+        assert_eq!(detail["credentials"], "bearer");
+        assert!(kinds.contains(&detail["credentials"]));
+        assert!(!detail.to_string().contains("bearer-value-never-shown"));
+        assert!(serde_json::to_value(agent.summary())
+            .unwrap()
+            .get("credentials")
+            .is_none());
+    }
+
+    /// An agent on 127.0.0.1 that takes only the bearer `accept` holds, and records the
+    /// `Authorization` of every request.
+    #[derive(Clone, Default)]
+    struct Guarded {
+        accept: Arc<std::sync::Mutex<String>>,
+        seen: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl Guarded {
+        async fn start(self) -> url::Url {
+            use axum::http::{HeaderMap, StatusCode};
+            use axum::response::IntoResponse;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}/", listener.local_addr().unwrap());
+            let card = json!({"name": "guarded", "description": "d", "version": "1",
+                "supportedInterfaces": [{"url": base, "protocolBinding": "JSONRPC",
+                    "protocolVersion": "1.0"}],
+                "capabilities": {"streaming": true}, "skills": [],
+                "defaultInputModes": [], "defaultOutputModes": []});
+            let check = move |me: &Guarded, headers: &HeaderMap| {
+                let sent = headers
+                    .get("authorization")
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default();
+                me.seen.lock().unwrap().push(sent.clone());
+                sent == *me.accept.lock().unwrap()
+            };
+            let app = axum::Router::new()
+                .route(
+                    "/.well-known/agent-card.json",
+                    axum::routing::get(
+                        move |axum::extract::State(me): axum::extract::State<Guarded>,
+                              headers: HeaderMap| async move {
+                            if check(&me, &headers) {
+                                axum::Json(card).into_response()
+                            } else {
+                                StatusCode::UNAUTHORIZED.into_response()
+                            }
+                        },
+                    ),
+                )
+                .route(
+                    "/",
+                    axum::routing::post(
+                        move |axum::extract::State(me): axum::extract::State<Guarded>,
+                              headers: HeaderMap,
+                              axum::Json(rpc): axum::Json<Value>| async move {
+                            if !check(&me, &headers) {
+                                return StatusCode::UNAUTHORIZED.into_response();
+                            }
+                            axum::Json(json!({"jsonrpc": "2.0", "id": rpc["id"],
+                                "error": {"code": -32001, "message": "Task not found"}}))
+                            .into_response()
+                        },
+                    ),
+                )
+                .with_state(self);
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            base.parse().unwrap()
+        }
+
+        fn seen(&self) -> Vec<String> {
+            self.seen.lock().unwrap().clone()
+        }
+    }
+
+    fn registry_of(url: url::Url, credentials: UpstreamCredentials) -> (Registry, Arc<Agent>) {
+        let mut settings = AgentSettings::plain("g".into(), url);
+        settings.credentials = Some(credentials);
+        let registry = Registry::new(
+            vec![settings],
+            reqwest::Client::new(),
+            REFRESH_INTERVAL,
+            1 << 20,
+        );
+        let agent = registry.get("g").unwrap();
+        (registry, agent)
+    }
+
+    fn oauth2(idp: &test_idp::Idp) -> UpstreamCredentials {
+        UpstreamCredentials::OAuth2(idp.endpoint(test_idp::secret_auth("gw", "client-secret-x")))
+    }
+
+    #[tokio::test]
+    async fn card_reads_and_calls_carry_the_agents_credentials_and_retry_once() {
+        let idp = test_idp::Idp::start().await;
+        let agent_side = Guarded::default();
+        // The token the endpoint issues first is refused: the second one serves.
+        *agent_side.accept.lock().unwrap() = "Bearer token-2".into();
+        let url = agent_side.clone().start().await;
+        let (registry, agent) = registry_of(url, oauth2(&idp));
+        registry.refresh(&agent).await.unwrap();
+        assert_eq!(agent_side.seen(), ["Bearer token-1", "Bearer token-2"]);
+        assert_eq!(agent.detail().credentials, Some("oauth2"));
+        // Every call of the resolved client carries the same token, fetched once.
+        let client = &agent.resolved().unwrap().client;
+        let e = client.get_task("t", None).await.unwrap_err();
+        assert!(e.is_task_not_found(), "{e}");
+        assert_eq!(agent_side.seen()[2], "Bearer token-2");
+        assert_eq!(idp.count(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_token_endpoint_outage_makes_the_agent_unready_and_says_why() {
+        let idp = test_idp::Idp::start().await;
+        idp.set(test_idp::Reply::Status(503, "client-secret-x".into()));
+        let agent_side = Guarded::default();
+        let url = agent_side.clone().start().await;
+        let (registry, agent) = registry_of(url, oauth2(&idp));
+        let e = registry.refresh(&agent).await.unwrap_err();
+        let why = "no upstream credentials: the token endpoint refused the request (HTTP 503)";
+        assert_eq!(e, why);
+        assert_eq!(registry.unusable()["g"], why);
+        assert!(
+            agent_side.seen().is_empty(),
+            "nothing sent without credentials"
+        );
+    }
+
+    #[tokio::test]
+    async fn calls_for_a_caller_carry_the_callers_token_or_fail_before_sending() {
+        let agent_side = Guarded::default();
+        *agent_side.accept.lock().unwrap() = "Bearer caller.jwt.token".into();
+        let url = agent_side.clone().start().await;
+        let (registry, agent) = registry_of(url, UpstreamCredentials::ForwardCallerToken);
+        // The card read carries no caller's token: this agent's card is public.
+        *agent_side.accept.lock().unwrap() = String::new();
+        registry.refresh(&agent).await.unwrap();
+        *agent_side.accept.lock().unwrap() = "Bearer caller.jwt.token".into();
+        let jwt_caller = Caller {
+            name: "alice".into(),
+            scopes: vec![],
+            token: Some("caller.jwt.token".parse().unwrap()),
+        };
+        let upstream = registry.resolve_as(&agent, &jwt_caller).await.unwrap();
+        let e = upstream.client.get_task("t", None).await.unwrap_err();
+        assert!(e.is_task_not_found(), "{e}");
+        let key_caller = Caller {
+            token: None,
+            ..jwt_caller
+        };
+        let seen = agent_side.seen().len();
+        let upstream = registry.resolve_as(&agent, &key_caller).await.unwrap();
+        let e = upstream.client.get_task("t", None).await.unwrap_err();
+        assert!(
+            matches!(&e, ClientError::Credentials(m) if m.contains("needs the caller's JWT")),
+            "{e}"
+        );
+        assert_eq!(agent_side.seen().len(), seen, "nothing sent");
+        // The agent's own client carries no caller's token.
+        let e = agent
+            .resolved()
+            .unwrap()
+            .client
+            .get_task("t", None)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ClientError::Unauthorized(_)), "{e}");
     }
 
     #[test]

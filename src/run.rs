@@ -22,9 +22,7 @@ use std::task::{Context, Poll};
 use futures::{FutureExt, Stream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
-use reqwest::header::{HeaderName, HeaderValue};
-
-use crate::a2a::client::ClientError;
+use crate::a2a::client::{Client, ClientError};
 use crate::a2a::model::{OutgoingMessage, StreamEvent, Task};
 use crate::a2a::Operation;
 use crate::agui::input::Message as ClientMessage;
@@ -35,11 +33,11 @@ use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::ClientView;
 use crate::bridge::{history, lane};
 use crate::bridge::{Projector, RunFrame};
-use crate::config::{ContextIds, Limits, TimeoutSettings};
+use crate::config::{ContextIds, Limits, Secret, TimeoutSettings};
 use crate::error::RunError;
 use crate::metrics::{Metrics, OpenStream};
 use crate::redact::Shown;
-use crate::registry::{self, with_identity, Agent, Registry, Resolved};
+use crate::registry::{self, Agent, Registry, Resolved};
 use crate::telemetry::RunTrace;
 
 mod meter;
@@ -73,6 +71,9 @@ pub(crate) struct RunRequest {
     pub stop: tokio::sync::watch::Receiver<bool>,
     /// The caller's identity: the owner of the thread's binding (docs/design.md#11-security).
     pub owner: String,
+    /// The caller's bearer when a JWT authenticated it (the caller-dependent upstream
+    /// credentials send or exchange it, docs/security.md#upstream-credentials).
+    pub caller_token: Option<Secret>,
     /// The caller may see contexts not created through the gateway (docs/design.md#11-security), so
     /// a
     /// threadId the upstream knows as a context may be picked up.
@@ -233,6 +234,8 @@ struct Run {
     thread_id: String,
     /// The caller's identity, the owner of the thread's binding.
     owner: String,
+    /// The caller's bearer, if a JWT ([`RunRequest::caller_token`]).
+    caller_token: Option<Secret>,
     /// The client's transcript, for a complete `MESSAGES_SNAPSHOT` on reattach.
     client_messages: Vec<ClientMessage>,
     agent: Arc<Agent>,
@@ -310,6 +313,7 @@ impl Run {
             stop: _,
             may_pick_up,
             owner,
+            caller_token,
             metrics: _,
             trace,
         } = req;
@@ -356,6 +360,7 @@ impl Run {
         Self {
             thread_id: std::mem::take(&mut input.thread_id),
             owner,
+            caller_token,
             client_messages: std::mem::take(&mut input.messages),
             agent,
             registry,
@@ -461,11 +466,14 @@ impl Run {
         if wanted == self.armed_task {
             return;
         }
-        let armed = match (&wanted, self.agent.resolved(), self.identity()) {
-            (Some(task_id), Some(upstream), Ok(identity)) => Some(CancelOnDrop {
-                client: with_identity(&upstream.client, identity),
-                task_id: task_id.clone(),
-            }),
+        let armed = match (&wanted, self.agent.resolved()) {
+            (Some(task_id), Some(upstream)) => match self.caller_client(&upstream.client) {
+                Ok(client) => Some(CancelOnDrop {
+                    client: client.unwrap_or_else(|| upstream.client.clone()),
+                    task_id: task_id.clone(),
+                }),
+                Err(_) => None,
+            },
             _ => None,
         };
         if let Ok(mut slot) = self.cancel_on_drop.lock() {
@@ -474,9 +482,11 @@ impl Run {
         self.armed_task = wanted;
     }
 
-    /// The caller identity header every upstream call of this run carries.
-    fn identity(&self) -> Result<Option<(HeaderName, HeaderValue)>, RunError> {
-        registry::caller_identity(&self.agent.settings, &self.owner)
+    /// `client` as every upstream call of this run makes it: with the caller identity header
+    /// and the caller's credentials ([`registry::caller_client`]); `None`: as it is.
+    fn caller_client(&self, client: &Client) -> Result<Option<Client>, RunError> {
+        let token = self.caller_token.as_ref();
+        registry::caller_client(&self.agent, client, &self.owner, token)
             .map_err(RunError::UpstreamUnavailable)
     }
 
@@ -503,11 +513,11 @@ impl Run {
             }
         };
         // Every call of the run goes through this resolution: with the caller identity if
-        // the agent forwards it.
-        let upstream = match (self.identity(), &self.trace) {
+        // the agent forwards it, and the caller's credentials if the agent's depend on it.
+        let upstream = match (self.caller_client(&upstream.client), &self.trace) {
             (Ok(None), None) => upstream,
-            (Ok(identity), trace) => {
-                let client = with_identity(&upstream.client, identity);
+            (Ok(client), trace) => {
+                let client = client.unwrap_or_else(|| upstream.client.clone());
                 upstream.with_client(match trace {
                     Some(t) => client.traced(t.clone()),
                     None => client,

@@ -110,7 +110,11 @@ impl JwtVerifier {
                 .collect(),
             _ => Vec::new(),
         };
-        Ok(Caller { name, scopes })
+        Ok(Caller {
+            name,
+            scopes,
+            token: None,
+        })
     }
 }
 

@@ -123,7 +123,7 @@ async fn connect(
     let Some(context_id) = threads::context_of(&s, &agent, &caller, &thread_id).await? else {
         return Ok(stream(Vec::new()));
     };
-    let tasks = match threads::tasks_of(&s, &agent, &caller.name, &thread_id, &context_id).await {
+    let tasks = match threads::tasks_of(&s, &agent, &caller, &thread_id, &context_id).await {
         Ok(tasks) => tasks,
         Err(e) => return Ok(stream(vec![failed(&s, input, &RunError::from(&e))])),
     };
@@ -178,7 +178,7 @@ async fn cancel_live(
     thread_id: &str,
     context_id: &str,
 ) -> Result<usize, RunError> {
-    let tasks = threads::tasks_of(s, agent, &caller.name, thread_id, context_id)
+    let tasks = threads::tasks_of(s, agent, caller, thread_id, context_id)
         .await
         .map_err(|e| RunError::from(&e))?;
     let live = tasks.iter().filter(|t| {
@@ -187,7 +187,7 @@ async fn cancel_live(
     });
     let upstream = s
         .registry
-        .resolve_as(agent, &caller.name)
+        .resolve_as(agent, caller)
         .await
         .map_err(RunError::UpstreamUnavailable)?;
     // All the cancels together within `timeouts.upstream_call`, like one call.

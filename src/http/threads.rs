@@ -142,7 +142,7 @@ pub(crate) async fn detail(
     let context_id = context_of(&s, &agent, &caller, &thread_id)
         .await?
         .ok_or(RequestError::UnknownThread)?;
-    let mut tasks = match tasks_of(&s, &agent, &caller.name, &thread_id, &context_id).await {
+    let mut tasks = match tasks_of(&s, &agent, &caller, &thread_id, &context_id).await {
         Ok(tasks) => tasks,
         // A2A 0.3: the thread's last task is gone upstream (expired).
         Err(e) if e.is_task_not_found() => return Err(RequestError::UnknownThread),
@@ -212,15 +212,16 @@ pub(crate) async fn context_of(
 
 /// The tasks of the thread's context, newest first, each with its artifacts and at most
 /// [`DETAIL_HISTORY`] messages: from `ListTasks`, or (A2A 0.3) the thread's last task as the
-/// binding store recorded it for `owner`.
+/// binding store recorded it for `caller`.
 pub(crate) async fn tasks_of(
     s: &AppState,
     agent: &Agent,
-    owner: &str,
+    caller: &Caller,
     thread_id: &str,
     context_id: &str,
 ) -> Result<Vec<Task>, ClientError> {
-    let upstream = resolve(s, agent, owner).await?;
+    let owner = caller.name.as_str();
+    let upstream = resolve(s, agent, caller).await?;
     if upstream.client.supports(Operation::ListTasks) {
         let page = upstream
             .client
@@ -250,11 +251,15 @@ pub(crate) async fn tasks_of(
     Ok(vec![task])
 }
 
-/// The agent's resolution for calls made on behalf of `owner`. An agent whose card cannot be
+/// The agent's resolution for calls made on behalf of `caller`. An agent whose card cannot be
 /// read is unavailable, like an upstream that refuses the connection.
-async fn resolve(s: &AppState, agent: &Agent, owner: &str) -> Result<Arc<Resolved>, ClientError> {
+async fn resolve(
+    s: &AppState,
+    agent: &Agent,
+    caller: &Caller,
+) -> Result<Arc<Resolved>, ClientError> {
     s.registry
-        .resolve_as(agent, owner)
+        .resolve_as(agent, caller)
         .await
         .map_err(ClientError::Unavailable)
 }
@@ -292,7 +297,7 @@ async fn visible_threads(
     agent: &Agent,
     caller: &Caller,
 ) -> Result<(Vec<ThreadSummary>, &'static str), RequestError> {
-    let upstream = resolve(s, agent, &caller.name)
+    let upstream = resolve(s, agent, caller)
         .await
         .map_err(|e| RequestError::from(&e))?;
     if !upstream.client.supports(Operation::ListTasks) {

@@ -184,6 +184,7 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
         permit: Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap(),
         stop,
         owner: "anonymous".into(),
+        caller_token: None,
         may_pick_up: false,
         metrics,
         trace: None,
