@@ -253,8 +253,11 @@ mod tests {
         );
         std::fs::write(&path, "v1").unwrap();
         assert_eq!(none.current().unwrap(), "v1");
-        // Forced: read even though nothing changed.
-        file.current().unwrap();
+        // Forced: read even though the file's stamp is the same (as after a change that a
+        // coarse clock could not tell).
+        assert_eq!(file.current().unwrap(), "v1");
+        file.state.lock().unwrap().value = Some(HeaderValue::from_static("stale"));
+        assert_eq!(file.current().unwrap(), "stale");
         file.reread();
         assert_eq!(file.current().unwrap(), "v1");
         let _ = std::fs::remove_dir_all(dir);
