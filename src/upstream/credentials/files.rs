@@ -157,6 +157,12 @@ impl WatchedFile {
             .map_err(|_| "does not hold a valid header value".to_owned())
     }
 
+    /// Whether the next call reads the file whatever its stamp.
+    #[cfg(test)]
+    pub(crate) fn will_reread(&self) -> bool {
+        self.state.lock().unwrap().stamp.is_none()
+    }
+
     /// The next call reads the file whether or not it changed.
     pub(crate) fn reread(&self) {
         if let Ok(mut state) = self.state.lock() {

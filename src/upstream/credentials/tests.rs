@@ -239,6 +239,14 @@ async fn bearer_and_header_files_are_read_again_when_they_change() {
     let sent = source.headers().await.unwrap();
     assert_eq!(sent[AUTHORIZATION], "Bearer second-token-longer");
     assert_eq!(sent[&name], "t-22");
+    // A refusal: both are read again on the next call, changed or not.
+    let agent = creds.agent.as_ref().unwrap();
+    let Some(AgentAuth::File(bearer_file)) = &agent.auth else {
+        panic!("a bearer file")
+    };
+    assert!(!bearer_file.will_reread() && !agent.files[0].1.will_reread());
+    source.refused(&sent);
+    assert!(bearer_file.will_reread() && agent.files[0].1.will_reread());
     // Unreadable for a moment: the last value serves.
     std::fs::remove_file(&token).unwrap();
     assert_eq!(
