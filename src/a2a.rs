@@ -14,6 +14,7 @@ pub mod grpc;
 pub mod model;
 pub mod rest;
 pub mod sse;
+pub mod tls;
 mod wire_v0_3;
 mod wire_v1;
 

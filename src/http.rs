@@ -504,12 +504,15 @@ mod tests {
         )
         .unwrap();
         AppState {
-            registry: Arc::new(Registry::new(
-                Vec::new(),
-                reqwest::Client::new(),
-                Duration::from_secs(1),
-                1024,
-            )),
+            registry: Arc::new(
+                Registry::new(
+                    Vec::new(),
+                    Duration::from_secs(1),
+                    Duration::from_secs(1),
+                    1024,
+                )
+                .unwrap(),
+            ),
             bindings: Arc::new(BindingStore::memory()),
             limits: config.limits,
             timeouts: config.timeouts,
@@ -758,12 +761,15 @@ mod tests {
         )
         .unwrap();
         let mut s = state();
-        s.registry = Arc::new(Registry::new(
-            config.agents,
-            reqwest::Client::new(),
-            Duration::from_secs(1),
-            1024,
-        ));
+        s.registry = Arc::new(
+            Registry::new(
+                config.agents,
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+                1024,
+            )
+            .unwrap(),
+        );
         let get = |uri: &str| {
             let req = HttpRequest::builder().uri(uri).body(Body::empty()).unwrap();
             let app = router(s.clone());

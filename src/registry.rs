@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::a2a::card::{self, AgentCard};
 use crate::a2a::client::{Client, Endpoint};
 use crate::a2a::model::ProtocolVersion;
+use crate::a2a::tls::AgentTls;
 use crate::config::AgentSettings;
 
 /// Card refresh period while an agent is ready.
@@ -90,10 +91,38 @@ fn understood_extensions(card: &AgentCard) -> Vec<String> {
 #[derive(Debug)]
 pub struct Agent {
     pub settings: AgentSettings,
+    /// How the agent is reached: its reqwest client and the TLS of the connections its
+    /// clients open themselves (docs/security.md#upstream-trust).
+    transport: Transport,
     resolved: RwLock<Option<Arc<Resolved>>>,
     last_error: RwLock<Option<String>>,
     /// Why the card read last offers nothing the gateway can call (for `/readyz`).
     unusable: RwLock<Option<String>>,
+}
+
+/// An agent's HTTP client and TLS: agents without `tls` settings share one.
+#[derive(Debug, Clone)]
+struct Transport {
+    http: reqwest::Client,
+    tls: AgentTls,
+}
+
+impl Transport {
+    /// docs/design.md#9-reliability-and-limits: redirects are never followed (a redirect
+    /// could carry the agent's credentials to another origin); a 3xx is an error like any
+    /// non-2xx.
+    fn new(tls: AgentTls, connect_timeout: Duration) -> Result<Self, String> {
+        let builder = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(64);
+        let http = tls
+            .reqwest(builder)
+            .build()
+            .map_err(|e| format!("the upstream HTTP client: {e}"))?;
+        Ok(Self { http, tls })
+    }
 }
 
 /// Why a card read gave no resolution.
@@ -230,7 +259,6 @@ async fn read_card(resp: reqwest::Response, timeout: Duration) -> Result<AgentCa
 #[derive(Debug)]
 pub struct Registry {
     agents: BTreeMap<String, Arc<Agent>>,
-    http: reqwest::Client,
     call_timeout: Duration,
     max_event_bytes: usize,
     metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -239,33 +267,40 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry over `agents`; nothing is fetched yet.
+    /// A registry over `agents`; nothing is fetched yet. Each agent's HTTP client and TLS
+    /// are built here (connecting within `connect_timeout`); `Err` names an agent whose TLS
+    /// settings rustls refuses.
     pub fn new(
         agents: Vec<AgentSettings>,
-        http: reqwest::Client,
+        connect_timeout: Duration,
         call_timeout: Duration,
         max_event_bytes: usize,
-    ) -> Self {
-        let agents = agents
-            .into_iter()
-            .map(|s| {
-                let agent = Agent {
-                    settings: s,
-                    resolved: RwLock::new(None),
-                    last_error: RwLock::new(None),
-                    unusable: RwLock::new(None),
-                };
-                (agent.settings.name.clone(), Arc::new(agent))
-            })
-            .collect();
-        Self {
-            agents,
-            http,
+    ) -> Result<Self, String> {
+        let shared = Transport::new(AgentTls::default_trust().clone(), connect_timeout)?;
+        let mut built = BTreeMap::new();
+        for s in agents {
+            let transport = if s.tls.is_default() {
+                shared.clone()
+            } else {
+                let tls = AgentTls::new(&s.tls).map_err(|e| format!("agent {}: {e}", s.name))?;
+                Transport::new(tls, connect_timeout)?
+            };
+            let agent = Agent {
+                settings: s,
+                transport,
+                resolved: RwLock::new(None),
+                last_error: RwLock::new(None),
+                unusable: RwLock::new(None),
+            };
+            built.insert(agent.settings.name.clone(), Arc::new(agent));
+        }
+        Ok(Self {
+            agents: built,
             call_timeout,
             max_event_bytes,
             metrics: None,
             direct_streams: None,
-        }
+        })
     }
 
     /// Clients read their `http://` streams themselves ([`Client::with_direct_streams`]).
@@ -335,7 +370,7 @@ impl Registry {
 
     /// Reads the agent's card and updates its resolution.
     pub async fn refresh(&self, agent: &Agent) -> Result<Arc<Resolved>, String> {
-        let result = self.fetch(&agent.settings).await;
+        let result = self.fetch(agent).await;
         if let Ok(mut slot) = agent.unusable.write() {
             *slot = result.as_ref().err().and_then(|e| e.unusable.clone());
         }
@@ -372,11 +407,13 @@ impl Registry {
         result
     }
 
-    async fn fetch(&self, s: &AgentSettings) -> Result<Arc<Resolved>, Unready> {
+    async fn fetch(&self, agent: &Agent) -> Result<Arc<Resolved>, Unready> {
+        let s = &agent.settings;
         let mut errors = Vec::new();
         for url in card::card_urls(&s.url) {
             let shown = crate::redact::url(&url);
-            let resp = self
+            let resp = agent
+                .transport
                 .http
                 .get(url.clone())
                 .headers(s.headers.clone())
@@ -422,11 +459,12 @@ impl Registry {
                 headers: s.headers.clone(),
             };
             let client = Client::new(
-                self.http.clone(),
+                agent.transport.http.clone(),
                 endpoint,
                 self.max_event_bytes,
                 self.call_timeout,
             )
+            .with_tls(agent.transport.tls.clone())
             .with_extensions(&understood_extensions(&card));
             let client = match self.direct_streams {
                 Some(connect_timeout) => client.with_direct_streams(connect_timeout),
@@ -537,8 +575,10 @@ mod tests {
             headers: Default::default(),
         };
         let client = Client::new(reqwest::Client::new(), endpoint, 1024, REFRESH_INTERVAL);
+        let tls = AgentTls::default_trust().clone();
         Agent {
             settings,
+            transport: Transport::new(tls, REFRESH_INTERVAL).unwrap(),
             resolved: RwLock::new(Some(Arc::new(Resolved {
                 card,
                 client,
