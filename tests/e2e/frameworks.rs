@@ -1,10 +1,12 @@
 //! The gateway against REAL agent frameworks (`tests/frameworks/<fw>/`, each README describes
 //! the peer and its wire shapes): Google ADK (`to_a2a`, A2A 1.0, model streaming `sse` and
 //! `none`, and its new executor `v2`), strands-agents (A2A 0.3, `default` and `compliant`
-//! streaming), pydantic-ai through fasta2a (1.0 shapes) and the A2A JS SDK (1.0). Each peer
-//! is a scripted agent (no model key, no network) started once per test binary and shared;
-//! every test starts its own gateway naming that peer and drives it with the real AG-UI
-//! client (`@ag-ui/client`).
+//! streaming), pydantic-ai through fasta2a (1.0 shapes) and the A2A JS SDK (1.0), the last
+//! over both of its bindings: JSON-RPC (`jsonrpc`) and its own HTTP+JSON handler (`rest`: a
+//! card with one HTTP+JSON interface, no JSON-RPC), each a2a_js scenario run on both from
+//! one test body. Each peer is a scripted agent (no model key, no network) started once per
+//! test binary and shared; every test starts its own gateway naming that peer, checks the
+//! binding the gateway selected, and drives it with the real AG-UI client (`@ag-ui/client`).
 //!
 //! Scripts (first word of the latest user message): `hello` streams "Hello from <fw>. This
 //! reply arrives in chunks."; `tool` calls get_weather(city=Paris) then says "It is sunny in
@@ -33,17 +35,24 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 /// How long one drive (one Node client process, all its steps) may take.
 const DRIVE_WITHIN: Duration = Duration::from_secs(90);
 
-/// Every peer this file starts: (framework, mode, A2A version it speaks).
-const PEERS: [(&str, &str, &str); 7] = [
-    ("adk", "sse", "1.0"),
-    ("adk", "none", "1.0"),
+/// Every peer this file starts: (framework, mode, A2A version it speaks, the binding its
+/// card offers, as `GET /agents/{name}` names it).
+const PEERS: [(&str, &str, &str, &str); 8] = [
+    ("adk", "sse", "1.0", JSONRPC),
+    ("adk", "none", "1.0", JSONRPC),
     // ADK's new executor (model streaming `sse`): text and tool calls travel in artifacts.
-    ("adk", "v2", "1.0"),
-    ("strands", "default", "0.3"),
-    ("strands", "compliant", "0.3"),
-    ("pydantic_ai", "default", "1.0"),
-    ("a2a_js", "default", "1.0"),
+    ("adk", "v2", "1.0", JSONRPC),
+    ("strands", "default", "0.3", JSONRPC),
+    ("strands", "compliant", "0.3", JSONRPC),
+    ("pydantic_ai", "default", "1.0", JSONRPC),
+    ("a2a_js", "jsonrpc", "1.0", JSONRPC),
+    // `agent.mjs --binding rest`: the SDK's `restHandler` under a path prefix.
+    ("a2a_js", "rest", "1.0", HTTP_JSON),
 ];
+
+/// The bindings as cards (and `GET /agents/{name}`) spell them.
+const JSONRPC: &str = "JSONRPC";
+const HTTP_JSON: &str = "HTTP+JSON";
 
 /// A running framework peer; lives for the whole test binary (it exits with it:
 /// `--parent-pid`).
@@ -51,6 +60,8 @@ struct Peer {
     url: String,
     /// The A2A version its tasks are read back with (`tasks/get` or `GetTask`).
     protocol: &'static str,
+    /// The binding its card offers ([`JSONRPC`] or [`HTTP_JSON`]).
+    binding: &'static str,
     /// Where its stderr goes.
     log: PathBuf,
     _child: Child,
@@ -61,13 +72,18 @@ fn peer(fw: &str, mode: &str) -> &'static Peer {
     static CELLS: [OnceLock<Peer>; PEERS.len()] = [const { OnceLock::new() }; PEERS.len()];
     let at = PEERS
         .iter()
-        .position(|(f, m, _)| *f == fw && *m == mode)
+        .position(|(f, m, _, _)| *f == fw && *m == mode)
         .unwrap_or_else(|| panic!("no peer {fw} {mode}"));
-    let (fw, mode, protocol) = PEERS[at];
-    CELLS[at].get_or_init(|| start_peer(fw, mode, protocol))
+    let (fw, mode, protocol, binding) = PEERS[at];
+    CELLS[at].get_or_init(|| start_peer(fw, mode, protocol, binding))
 }
 
-fn start_peer(fw: &'static str, mode: &'static str, protocol: &'static str) -> Peer {
+fn start_peer(
+    fw: &'static str,
+    mode: &'static str,
+    protocol: &'static str,
+    binding: &'static str,
+) -> Peer {
     let dir = root().join("tests/frameworks").join(fw);
     let parent = std::process::id().to_string();
     let mut cmd = if fw == "a2a_js" {
@@ -79,6 +95,9 @@ fn start_peer(fw: &'static str, mode: &'static str, protocol: &'static str) -> P
         );
         let mut c = Command::new("node");
         c.arg(dir.join("agent.mjs"));
+        if mode == "rest" {
+            c.args(["--binding", "rest"]);
+        }
         c
     } else {
         let python = dir.join(".venv/bin/python");
@@ -132,17 +151,43 @@ fn start_peer(fw: &'static str, mode: &'static str, protocol: &'static str) -> P
     Peer {
         url,
         protocol,
+        binding,
         log,
         _child: child,
     }
 }
 
-/// A gateway naming the peer as agent `fw`; returns the gateway (keep it) and the run URL.
+/// A gateway naming the peer as agent `fw`, ready, and calling it over the binding its card
+/// offers (as `GET /agents/{fw}` shows); returns the gateway (keep it) and the run URL.
 async fn gateway_for(fw: &str, peer: &Peer) -> (Gateway, String) {
     let config = json!({"agents": [{"name": fw, "url": peer.url}]});
     let gw = Gateway::start(&config.to_string(), false).await;
+    wait_ready(&gw).await;
     let url = gw.agent_url(fw);
+    let view = get_json(&url).await;
+    assert_eq!(
+        view["binding"], peer.binding,
+        "{fw}: the binding the gateway selected from the card at {}: {view}",
+        peer.url
+    );
     (gw, url)
+}
+
+/// How long one plain request (to the gateway or a peer) may take.
+const REQUEST_WITHIN: Duration = Duration::from_secs(10);
+
+/// `GET url` as JSON, within [`REQUEST_WITHIN`].
+async fn get_json(url: &str) -> Value {
+    reqwest::Client::new()
+        .get(url)
+        .header("A2A-Version", "1.0")
+        .timeout(REQUEST_WITHIN)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
 }
 
 /// A thread id unique to this test binary's run.
@@ -323,8 +368,55 @@ async fn pydantic_ai_hello_is_one_streamed_reply() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a2a_js_hello_is_one_streamed_reply() {
-    hello("a2a_js", "default", true).await;
+async fn a2a_js_jsonrpc_hello_is_one_streamed_reply() {
+    hello("a2a_js", "jsonrpc", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_hello_is_one_streamed_reply() {
+    hello("a2a_js", "rest", true).await;
+}
+
+/// a2a_js `chunks` over `mode`'s binding: the artifact's three chunks (append, lastChunk)
+/// land in the state as one complete artifact and stream as one reply.
+async fn a2a_js_chunks(mode: &str) {
+    let p = peer("a2a_js", mode);
+    let (_gw, url) = gateway_for("a2a_js", p).await;
+    let what = format!("a2a_js {mode} chunks (peer log {})", p.log.display());
+    let steps = drive_steps(
+        &url,
+        &thread(&format!("chunks-a2a_js-{mode}")),
+        json!([{"message": "chunks please"}]),
+    )
+    .await;
+    let s = &steps[0];
+    assert_finished(s, "success", &what);
+    let task = s["state"]["a2a"]["task"]["id"].as_str().unwrap_or_default();
+    let artifact = &s["state"]["view"]["artifacts"][format!("{task}-reply")];
+    assert_eq!(
+        (&artifact["text"], &artifact["complete"]),
+        (&json!(format!("Hello from a2a_js. {HELLO}")), &json!(true)),
+        "{what}: {}",
+        s["state"]["view"]
+    );
+    let reply = assert_reply_once(s, HELLO, &what);
+    let id = reply["id"].as_str().unwrap();
+    assert_eq!(
+        content_events(s, id),
+        3,
+        "{what}: one TEXT_MESSAGE_CONTENT per chunk:{}",
+        brief(s)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_artifact_chunks_are_one_artifact_and_one_reply() {
+    a2a_js_chunks("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_artifact_chunks_are_one_artifact_and_one_reply() {
+    a2a_js_chunks("rest").await;
 }
 
 /// A finished `tool` run: its gateway (still serving), the agent URL, the thread and the step.
@@ -497,9 +589,19 @@ async fn pydantic_ai_tool_reply_arrives_once() {
 // a2a_js: `tool` is not scripted (the SDK has no tool abstraction; README), it answers like
 // `hello`: no tool test there.
 
-/// Reads a task straight from the peer (JSON-RPC, bypassing the gateway).
+/// Reads a task straight from the peer over its own binding, bypassing the gateway.
 async fn upstream_task(p: &Peer, task_id: &str) -> Value {
-    upstream_get_task(&p.url, p.protocol, task_id).await
+    if p.binding != HTTP_JSON {
+        return upstream_get_task(&p.url, p.protocol, task_id).await;
+    }
+    // `GET {interface}/tasks/{id}`, the interface as the peer's card names it.
+    let card = get_json(&format!("{}.well-known/agent-card.json", p.url)).await;
+    let interface = card["supportedInterfaces"][0]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no interface URL in {card}"));
+    let task = get_json(&format!("{interface}/tasks/{task_id}")).await;
+    assert!(task["status"].is_object(), "GET tasks/{task_id}: {task}");
+    task
 }
 
 /// `completed` for both `completed` (0.3) and `TASK_STATE_COMPLETED` (1.0).
@@ -613,12 +715,13 @@ async fn adk_long_running_call_is_answered_by_a_resume() {
     approve_and_resume("adk", "sse", json!(ANSWER), DONE).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a2a_js_input_required_is_answered_once_and_a_replayed_resume_is_harmless() {
-    let p = peer("a2a_js", "default");
+/// a2a_js `approve` over `mode`'s binding: the resume is answered once, and the same resume
+/// replayed does no harm.
+async fn a2a_js_input_required(mode: &str) {
+    let p = peer("a2a_js", mode);
     let (_gw, url) = gateway_for("a2a_js", p).await;
-    let what = format!("a2a_js approve (peer log {})", p.log.display());
-    let thread = thread("approve-a2a_js");
+    let what = format!("a2a_js {mode} approve (peer log {})", p.log.display());
+    let thread = thread(&format!("approve-a2a_js-{mode}"));
     let steps = drive_steps(
         &url,
         &thread,
@@ -692,6 +795,76 @@ async fn a2a_js_input_required_is_answered_once_and_a_replayed_resume_is_harmles
         "{what}: the answer once in the upstream history: {}",
         task["history"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_input_required_is_answered_once_and_a_replayed_resume_is_harmless() {
+    a2a_js_input_required("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_input_required_is_answered_once_and_a_replayed_resume_is_harmless() {
+    a2a_js_input_required("rest").await;
+}
+
+/// a2a_js over `mode`'s binding: the threads API lists a finished and a waiting
+/// conversation through the SDK's `ListTasks` and reads the waiting one back.
+async fn a2a_js_threads(mode: &str) {
+    let p = peer("a2a_js", mode);
+    let (_gw, url) = gateway_for("a2a_js", p).await;
+    let what = format!("a2a_js {mode} threads (peer log {})", p.log.display());
+    let (done, wait) = (
+        thread(&format!("threads-done-a2a_js-{mode}")),
+        thread(&format!("threads-wait-a2a_js-{mode}")),
+    );
+    let steps = drive_steps(&url, &done, json!([{"message": "hello"}])).await;
+    assert_finished(&steps[0], "success", &what);
+    let steps = drive_steps(&url, &wait, json!([{"message": "approve the report"}])).await;
+    assert_asks(&steps[0], &what);
+
+    let list = get_json(&format!("{url}/threads?pageSize=100")).await;
+    assert_eq!(list["source"], "upstream", "{what}: {list}");
+    let status_of = |thread: &str| {
+        list["threads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["threadId"] == thread)
+            .and_then(|t| t["status"].as_str())
+    };
+    assert_eq!(
+        (status_of(&done), status_of(&wait)),
+        (Some("idle"), Some("input-required")),
+        "{what}: {list}"
+    );
+    let read = get_json(&format!("{url}/threads/{wait}")).await;
+    let messages: Vec<(&str, &str)> = read["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: {read}"))
+        .iter()
+        .filter(|m| m["role"] != "activity")
+        .map(|m| (m["role"].as_str().unwrap_or("?"), content(m)))
+        .collect();
+    assert_eq!(
+        messages,
+        [("user", "approve the report"), ("assistant", QUESTION)],
+        "{what}: {read}"
+    );
+    assert_eq!(
+        read["pendingInterrupts"].as_array().map(Vec::len),
+        Some(1),
+        "{what}: {read}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_threads_are_listed_and_read_through_list_tasks() {
+    a2a_js_threads("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_threads_are_listed_and_read_through_list_tasks() {
+    a2a_js_threads("rest").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,15 +1,19 @@
 // A scripted A2A test peer built on the JavaScript A2A SDK (@a2a-js/sdk 1.3.0), wired the
 // way the SDK's README and its sample-agent show: AgentExecutor + DefaultRequestHandler +
-// InMemoryTaskStore behind the express `jsonRpcHandler` and `agentCardHandler`.
-// There is no model: the executor plays a typical a2a-js agent from a script.
+// InMemoryTaskStore behind the express `jsonRpcHandler` (or `restHandler`) and
+// `agentCardHandler`. There is no model: the executor plays a typical a2a-js agent from a script.
 //
-// Usage: node agent.mjs --port 0 [--versions 1.0|both] [--parent-pid PID]
+// Usage: node agent.mjs --port 0 [--versions 1.0|both] [--binding jsonrpc|rest] [--parent-pid PID]
 // Prints exactly one line "READY <base-url>" on stdout once it listens on 127.0.0.1;
 // everything else (the SDK's own console output included) goes to stderr.
 //
 //   --versions 1.0   (default) A2A 1.0 JSON-RPC only, as in the SDK's sample-agent.
 //   --versions both  also the SDK's opt-in v0.3 compatibility layer (legacyCompat) on the
 //                    same URL; the card lists both interfaces (duplicateInterfacesForLegacy).
+//   --binding jsonrpc (default) JSON-RPC at the base URL.
+//   --binding rest   the SDK's HTTP+JSON handler only (`restHandler`), mounted under
+//                    REST_PREFIX as the SDK's multi-transport-agent sample mounts it; the card
+//                    lists one HTTP+JSON 1.0 interface and no JSON-RPC (1.0 only).
 //
 // Scripted by the FIRST WORD of the latest user message text (case-insensitive), unless
 // the message continues a task that waits in input-required (then it is the answer):
@@ -26,7 +30,7 @@ import { parseArgs } from 'node:util';
 import express from 'express';
 import { AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
-import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
 
 // stdout carries only the READY line.
@@ -38,6 +42,8 @@ const HELLO_CHUNKS = [`Hello`, ` from ${FW}.`, ` This reply arrives in chunks.`]
 const ARTIFACT_CHUNKS = [`Hello from ${FW}.`, ` This reply`, ` arrives in chunks.`];
 const QUESTION = 'Approve sending the report?';
 const PAUSE_MS = 20;
+// Where `--binding rest` mounts the SDK's HTTP+JSON routes (as its multi-transport-agent sample).
+const REST_PREFIX = 'a2a/rest';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = () => new Date().toISOString();
@@ -161,8 +167,11 @@ class ScriptedExecutor {
   }
 }
 
-function buildCard(base, versions) {
-  const v1 = [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }];
+function buildCard(base, versions, binding) {
+  const v1 =
+    binding === 'rest'
+      ? [{ url: `${base}${REST_PREFIX}`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' }]
+      : [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }];
   return {
     name: `Scripted ${FW} peer`,
     description: 'Scripted @a2a-js/sdk 1.3.0 agent (no model) for gateway tests.',
@@ -195,6 +204,7 @@ function main() {
     options: {
       port: { type: 'string', default: '0' },
       versions: { type: 'string', default: '1.0' },
+      binding: { type: 'string', default: 'jsonrpc' },
       'parent-pid': { type: 'string', default: '0' },
     },
   });
@@ -202,15 +212,23 @@ function main() {
     console.error(`--versions must be 1.0 or both, not ${values.versions}`);
     process.exit(2);
   }
+  if (!['jsonrpc', 'rest'].includes(values.binding) || (values.binding === 'rest' && values.versions !== '1.0')) {
+    console.error(`--binding must be jsonrpc, or rest with --versions 1.0; not ${values.binding} ${values.versions}`);
+    process.exit(2);
+  }
   const server = http.createServer();
   server.listen(Number(values.port), '127.0.0.1', () => {
     const base = `http://127.0.0.1:${server.address().port}/`;
-    const card = buildCard(base, values.versions);
+    const card = buildCard(base, values.versions, values.binding);
     const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new ScriptedExecutor());
     const legacyCompat = { enabled: values.versions === 'both' };
     const app = express();
     app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler, legacyCompat }));
-    app.use(jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
+    if (values.binding === 'rest') {
+      app.use(`/${REST_PREFIX}`, restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }));
+    } else {
+      app.use(jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
+    }
     server.on('request', app);
     process.stdout.write(`READY ${base}\n`);
   });
