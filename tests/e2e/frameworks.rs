@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use agui_a2a_gateway::a2a::card::Binding;
+
 use crate::support::*;
 
 const HELLO: &str = "This reply arrives in chunks.";
@@ -36,23 +38,19 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 const DRIVE_WITHIN: Duration = Duration::from_secs(90);
 
 /// Every peer this file starts: (framework, mode, A2A version it speaks, the binding its
-/// card offers, as `GET /agents/{name}` names it).
-const PEERS: [(&str, &str, &str, &str); 8] = [
-    ("adk", "sse", "1.0", JSONRPC),
-    ("adk", "none", "1.0", JSONRPC),
+/// card offers).
+const PEERS: [(&str, &str, &str, Binding); 8] = [
+    ("adk", "sse", "1.0", Binding::JsonRpc),
+    ("adk", "none", "1.0", Binding::JsonRpc),
     // ADK's new executor (model streaming `sse`): text and tool calls travel in artifacts.
-    ("adk", "v2", "1.0", JSONRPC),
-    ("strands", "default", "0.3", JSONRPC),
-    ("strands", "compliant", "0.3", JSONRPC),
-    ("pydantic_ai", "default", "1.0", JSONRPC),
-    ("a2a_js", "jsonrpc", "1.0", JSONRPC),
+    ("adk", "v2", "1.0", Binding::JsonRpc),
+    ("strands", "default", "0.3", Binding::JsonRpc),
+    ("strands", "compliant", "0.3", Binding::JsonRpc),
+    ("pydantic_ai", "default", "1.0", Binding::JsonRpc),
+    ("a2a_js", "jsonrpc", "1.0", Binding::JsonRpc),
     // `agent.mjs --binding rest`: the SDK's `restHandler` under a path prefix.
-    ("a2a_js", "rest", "1.0", HTTP_JSON),
+    ("a2a_js", "rest", "1.0", Binding::HttpJson),
 ];
-
-/// The bindings as cards (and `GET /agents/{name}`) spell them.
-const JSONRPC: &str = "JSONRPC";
-const HTTP_JSON: &str = "HTTP+JSON";
 
 /// A running framework peer; lives for the whole test binary (it exits with it:
 /// `--parent-pid`).
@@ -60,8 +58,8 @@ struct Peer {
     url: String,
     /// The A2A version its tasks are read back with (`tasks/get` or `GetTask`).
     protocol: &'static str,
-    /// The binding its card offers ([`JSONRPC`] or [`HTTP_JSON`]).
-    binding: &'static str,
+    /// The binding its card offers.
+    binding: Binding,
     /// Where its stderr goes.
     log: PathBuf,
     _child: Child,
@@ -82,7 +80,7 @@ fn start_peer(
     fw: &'static str,
     mode: &'static str,
     protocol: &'static str,
-    binding: &'static str,
+    binding: Binding,
 ) -> Peer {
     let dir = root().join("tests/frameworks").join(fw);
     let parent = std::process::id().to_string();
@@ -166,7 +164,8 @@ async fn gateway_for(fw: &str, peer: &Peer) -> (Gateway, String) {
     let url = gw.agent_url(fw);
     let view = get_json(&url).await;
     assert_eq!(
-        view["binding"], peer.binding,
+        view["binding"],
+        peer.binding.as_str(),
         "{fw}: the binding the gateway selected from the card at {}: {view}",
         peer.url
     );
@@ -591,17 +590,21 @@ async fn pydantic_ai_tool_reply_arrives_once() {
 
 /// Reads a task straight from the peer over its own binding, bypassing the gateway.
 async fn upstream_task(p: &Peer, task_id: &str) -> Value {
-    if p.binding != HTTP_JSON {
+    if p.binding != Binding::HttpJson {
         return upstream_get_task(&p.url, p.protocol, task_id).await;
     }
-    // `GET {interface}/tasks/{id}`, the interface as the peer's card names it.
-    let card = get_json(&format!("{}.well-known/agent-card.json", p.url)).await;
-    let interface = card["supportedInterfaces"][0]["url"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no interface URL in {card}"));
-    let task = get_json(&format!("{interface}/tasks/{task_id}")).await;
+    let task = get_json(&format!("{}/tasks/{task_id}", interface_url(p).await)).await;
     assert!(task["status"].is_object(), "GET tasks/{task_id}: {task}");
     task
+}
+
+/// The URL of the peer's first interface, as its card names it.
+async fn interface_url(p: &Peer) -> String {
+    let card = get_json(&format!("{}.well-known/agent-card.json", p.url)).await;
+    card["supportedInterfaces"][0]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no interface URL in {card}"))
+        .to_owned()
 }
 
 /// `completed` for both `completed` (0.3) and `TASK_STATE_COMPLETED` (1.0).
@@ -921,4 +924,143 @@ async fn strands_refused_resume_keeps_the_interrupt_for_a_proper_one() {
     assert_reply_once(answer, DONE, &format!("{what}: the proper resume"));
     let task = upstream_task(p, &task_id).await;
     assert_eq!(task_state(&task), "completed", "{what}: {task}");
+}
+
+/// The gateway's A2A client against a2a_js over `mode`'s binding: every call it makes
+/// (stream with both readers, blocking send, subscribe, get, list, cancel) and the SDK's
+/// refusals, each landing on its A2A code (docs/bindings.md#errors-one-table-srca2aerrorsrs).
+async fn a2a_js_client(mode: &str) {
+    use agui_a2a_gateway::a2a::client::{Client, ClientError, Endpoint};
+    use agui_a2a_gateway::a2a::model::{
+        OutgoingMessage, Part, ProtocolVersion, StreamEvent, TaskState,
+    };
+    use agui_a2a_gateway::a2a::rpc_code;
+    use futures::StreamExt;
+
+    let p = peer("a2a_js", mode);
+    let what = format!("a2a_js {mode} client (peer log {})", p.log.display());
+    let endpoint = Endpoint {
+        binding: p.binding,
+        ..Endpoint::json_rpc(
+            interface_url(p).await.parse().unwrap(),
+            ProtocolVersion::V1,
+            Default::default(),
+        )
+    };
+    let a2a = Client::new(reqwest::Client::new(), endpoint, 1 << 20, REQUEST_WITHIN);
+    let message = |text: &str, task: Option<&str>, context: Option<&str>| OutgoingMessage {
+        message_id: format!("client-{mode}-{}", uuid::Uuid::new_v4()),
+        parts: vec![Part::text(text)],
+        task_id: task.map(str::to_owned),
+        context_id: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let code = |e: ClientError| match e {
+        ClientError::Rpc(rpc) => rpc.code,
+        other => panic!("{what}: not an A2A error: {other}"),
+    };
+    let collect = |stream| async move {
+        tokio::time::timeout(REQUEST_WITHIN, async {
+            let stream: agui_a2a_gateway::a2a::client::EventStream = stream;
+            stream
+                .map(Result::unwrap)
+                .collect::<Vec<StreamEvent>>()
+                .await
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the stream did not end within {REQUEST_WITHIN:?}"))
+    };
+    let last_state = |events: &[StreamEvent]| match events.last() {
+        Some(StreamEvent::StatusUpdate(u)) => u.status.state.clone(),
+        other => panic!("{what}: the stream ends with {other:?}"),
+    };
+
+    // hello, read by reqwest and by the direct reader: the same events.
+    let mut counts = Vec::new();
+    for reader in [a2a.clone(), a2a.clone().with_direct_streams(REQUEST_WITHIN)] {
+        let hello = message("hello", None, None);
+        let events = collect(reader.stream_message(&hello, None).await.unwrap()).await;
+        assert_eq!(
+            last_state(&events),
+            TaskState::Completed,
+            "{what}: {events:?}"
+        );
+        counts.push(events.len());
+    }
+    assert_eq!(counts[0], counts[1], "{what}: both readers");
+
+    // approve, blocking: the task waits for the answer.
+    let asked = a2a
+        .send_message(&message("approve", None, None), None, None)
+        .await;
+    let Ok(StreamEvent::Task(task)) = asked else {
+        panic!("{what}: a task, not {asked:?}");
+    };
+    assert_eq!(task.status.state, TaskState::InputRequired, "{what}");
+    let context = task.context_id.as_deref();
+
+    // Subscribing to the waiting task opens with its snapshot (the SDK then holds the
+    // stream open: the task's event bus lives on in input-required).
+    let mut live = a2a.subscribe(&task.id).await.unwrap();
+    let first = tokio::time::timeout(REQUEST_WITHIN, live.next()).await;
+    assert!(
+        matches!(&first, Ok(Some(Ok(StreamEvent::Task(t)))) if t.id == task.id
+            && t.status.state == TaskState::InputRequired),
+        "{what}: the subscription's first event: {first:?}"
+    );
+    drop(live);
+
+    let read = a2a.get_task(&task.id, Some(1)).await.unwrap();
+    assert_eq!((&read.id, read.history.len()), (&task.id, 1), "{what}");
+    let page = a2a.list_tasks(context, 10, None, 0, true).await.unwrap();
+    let listed: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(listed, [task.id.as_str()], "{what}");
+
+    // The answer on the same task, streamed: it completes.
+    let answer = message(ANSWER, Some(&task.id), context);
+    let events = collect(a2a.stream_message(&answer, None).await.unwrap()).await;
+    assert_eq!(
+        last_state(&events),
+        TaskState::Completed,
+        "{what}: {events:?}"
+    );
+
+    // The SDK refuses what a finished task cannot do, before any stream opens.
+    let again = message(ANSWER, Some(&task.id), context);
+    let again = a2a
+        .stream_message(&again, None)
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(
+        code(again),
+        rpc_code::UNSUPPORTED_OPERATION,
+        "{what}: a second answer"
+    );
+    let resubscribed = a2a.subscribe(&task.id).await.map(|_| ()).unwrap_err();
+    assert_eq!(
+        code(resubscribed),
+        rpc_code::UNSUPPORTED_OPERATION,
+        "{what}: subscribe"
+    );
+    let cancel = a2a.cancel_task(&task.id).await.unwrap_err();
+    assert_eq!(
+        code(cancel),
+        rpc_code::TASK_NOT_CANCELABLE,
+        "{what}: cancel"
+    );
+    for id in ["no-such-task", ".."] {
+        let missing = a2a.get_task(id, None).await.unwrap_err();
+        assert!(missing.is_task_not_found(), "{what}: {id}: {missing}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_answers_and_errors_reach_the_a2a_client() {
+    a2a_js_client("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_answers_and_errors_reach_the_a2a_client() {
+    a2a_js_client("rest").await;
 }
