@@ -1064,3 +1064,40 @@ async fn a2a_js_jsonrpc_answers_and_errors_reach_the_a2a_client() {
 async fn a2a_js_rest_answers_and_errors_reach_the_a2a_client() {
     a2a_js_client("rest").await;
 }
+
+/// a2a_js `approve`, then a `cancelled` resume over `mode`'s binding: the gateway cancels the
+/// waiting task and the run finishes cancelled.
+async fn a2a_js_cancelled_resume(mode: &str) {
+    let p = peer("a2a_js", mode);
+    let (_gw, url) = gateway_for("a2a_js", p).await;
+    let what = format!(
+        "a2a_js {mode} cancelled resume (peer log {})",
+        p.log.display()
+    );
+    let steps = drive_steps(
+        &url,
+        &thread(&format!("cancel-a2a_js-{mode}")),
+        json!([{"message": "approve the report"}, {"resume": {"status": "cancelled"}}]),
+    )
+    .await;
+    let task_id = assert_asks(&steps[0], &what);
+    assert_finished(&steps[1], "cancelled", &what);
+    assert_eq!(
+        steps[1]["state"]["a2a"]["task"]["state"],
+        "canceled",
+        "{what}:{}",
+        brief(&steps[1])
+    );
+    let task = upstream_task(p, &task_id).await;
+    assert_eq!(task_state(&task), "canceled", "{what}: {task}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_cancelled_resume_cancels_the_waiting_task() {
+    a2a_js_cancelled_resume("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_cancelled_resume_cancels_the_waiting_task() {
+    a2a_js_cancelled_resume("rest").await;
+}

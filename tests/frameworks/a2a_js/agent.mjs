@@ -23,6 +23,8 @@
 //   approve: Task, `working`, `input-required` with "Approve sending the report?"; the
 //        follow-up message on the same taskId gets `completed` with "Done: <answer>.".
 //   tool: not scripted (the SDK has no tool-call convention); handled like hello.
+// Cancel: a running task ends `canceled` at its next step; a task waiting in input-required
+// is ended `canceled` by cancelTask itself (the SDK's cancel waits for that event).
 
 import http from 'node:http';
 import { parseArgs } from 'node:util';
@@ -74,15 +76,34 @@ function textOf(message) {
 
 class ScriptedExecutor {
   cancelled = new Set();
+  // Tasks waiting in input-required: taskId -> contextId. No execute() runs for them.
+  parked = new Map();
 
-  cancelTask = async (taskId) => {
-    this.cancelled.add(taskId);
+  // A running task sees the flag at its next step (the SDK samples' pattern). A parked task
+  // has no execute() to see it, and the SDK's cancel waits for a terminal event on the
+  // task's bus (kept alive in input-required), so it is published here (README: Cancel).
+  cancelTask = async (taskId, eventBus) => {
+    const contextId = this.parked.get(taskId);
+    if (contextId === undefined) {
+      this.cancelled.add(taskId);
+      return;
+    }
+    this.parked.delete(taskId);
+    eventBus.publish(
+      AgentEvent.statusUpdate({
+        taskId,
+        contextId,
+        status: { state: TaskState.TASK_STATE_CANCELED, timestamp: now(), message: undefined },
+        metadata: {},
+      })
+    );
   };
 
   async execute(requestContext, eventBus) {
     const userMessage = requestContext.userMessage;
     const existingTask = requestContext.task;
     const { taskId, contextId } = requestContext;
+    this.parked.delete(taskId);
     const status = (state, message) =>
       eventBus.publish(
         AgentEvent.statusUpdate({ taskId, contextId, status: { state, message, timestamp: now() }, metadata: {} })
@@ -118,6 +139,7 @@ class ScriptedExecutor {
         status(TaskState.TASK_STATE_WORKING, undefined);
         await sleep(PAUSE_MS);
         status(TaskState.TASK_STATE_INPUT_REQUIRED, agentMessage(QUESTION, taskId, contextId));
+        this.parked.set(taskId, contextId);
         return;
       }
 
