@@ -306,8 +306,11 @@ class ScriptedExecutor(AgentExecutor):
 def legacy_security(card) -> dict:
     """The 0.3 card's securitySchemes / security / supportsAuthenticatedExtendedCard."""
 
-    def dump(model):
-        return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    def dump(value):
+        # The SDK gives a scheme as a pydantic model, a requirement as a plain dict.
+        if isinstance(value, dict):
+            return value
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     out = {}
     if card.security_schemes:
