@@ -230,10 +230,20 @@ async fn get_agent(AgentRef(agent): AgentRef) -> Json<crate::registry::AgentSumm
 async fn readyz(State(s): State<AppState>) -> Response {
     let not_ready = s.registry.not_ready();
     let store = s.bindings.check().await;
+    // docs/security.md#the-cards-security: a requirement nothing configured meets is a
+    // detail, not a readiness failure (the card may declare more than the agent enforces).
+    let warnings = s.registry.warnings();
     if not_ready.is_empty() && store.is_ok() {
-        Json(json!({"status": "ready"})).into_response()
+        let mut body = json!({"status": "ready"});
+        if !warnings.is_empty() {
+            body["warnings"] = json!(warnings);
+        }
+        Json(body).into_response()
     } else {
         let mut body = json!({"status": "not_ready", "agents": not_ready});
+        if !warnings.is_empty() {
+            body["warnings"] = json!(warnings);
+        }
         let reasons = s.registry.unusable();
         if !reasons.is_empty() {
             body["reasons"] = json!(reasons);

@@ -24,6 +24,18 @@ pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 /// Card retry period while an agent is not ready.
 pub(crate) const RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
+/// What the gateway is configured to present to an agent, as the card's security model
+/// weighs it.
+fn presented(s: &AgentSettings) -> card::security::Presented {
+    let authorization_header = s.headers.contains_key(reqwest::header::AUTHORIZATION);
+    card::security::Presented {
+        bearer: s.credentials.is_some() || authorization_header,
+        authorization_header,
+        headers: s.headers.keys().map(|h| h.as_str().to_owned()).collect(),
+        client_certificate: s.tls.client_identity.is_some(),
+    }
+}
+
 /// What a successfully read card resolves to.
 #[derive(Debug)]
 pub struct Resolved {
@@ -131,7 +143,8 @@ struct Unready {
     /// For logs and `GET /agents` (`error`).
     detail: String,
     /// For `/readyz`, which anyone may read: only what the (public) card offered, when it
-    /// was read and offers no interface the gateway speaks.
+    /// was read and offers no interface the gateway speaks, or why the TLS handshake was
+    /// refused ([`crate::a2a::tls::explain`]: no URL, nothing the agent sent).
     unusable: Option<String>,
 }
 
@@ -145,6 +158,21 @@ impl From<String> for Unready {
 }
 
 impl Agent {
+    /// Whether what the agent is configured to present meets its card's security
+    /// (docs/security.md#the-cards-security); `None` before the card was read or when it
+    /// declares none.
+    pub(crate) fn security(&self) -> Option<card::security::Verdict> {
+        self.security_of(&self.resolved()?.card)
+    }
+
+    fn security_of(&self, card: &AgentCard) -> Option<card::security::Verdict> {
+        let security = card.security();
+        if security.schemes.is_empty() && security.requirements.is_empty() {
+            return None;
+        }
+        Some(security.verdict(&presented(&self.settings)))
+    }
+
     /// The current card resolution, if one succeeded.
     pub fn resolved(&self) -> Option<Arc<Resolved>> {
         self.resolved.read().ok()?.clone()
@@ -164,6 +192,7 @@ impl Agent {
             name: self.settings.name.clone(),
             protocol_version: None,
             ready: resolved.is_some(),
+            security: None,
             skills: None,
             streaming: None,
             tenant: None,
@@ -174,6 +203,7 @@ impl Agent {
                 summary.binding = Some(r.client.binding().as_str());
                 summary.description = Some(r.card.description.clone());
                 summary.protocol_version = Some(r.version().as_str());
+                summary.security = self.security_of(&r.card);
                 summary.skills = Some(r.card.skills.clone());
                 summary.streaming = Some(r.streaming);
                 summary.tenant = r.client.tenant().map(str::to_owned);
@@ -222,6 +252,9 @@ pub(crate) struct AgentSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<&'static str>,
     pub ready: bool,
+    /// The card's declared security and whether the configuration meets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security: Option<card::security::Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skills: Option<Vec<card::Skill>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -347,6 +380,18 @@ impl Registry {
             .collect()
     }
 
+    /// Agents whose card requires security that nothing configured for them satisfies, and
+    /// why (the start-up warning; `/readyz` `warnings`).
+    pub fn warnings(&self) -> BTreeMap<String, String> {
+        self.agents
+            .values()
+            .filter_map(|a| {
+                let unmet = a.security()?.unmet()?;
+                Some((a.settings.name.clone(), unmet))
+            })
+            .collect()
+    }
+
     /// The agent's resolution, reading the card now if it never was.
     pub async fn resolve(&self, agent: &Agent) -> Result<Arc<Resolved>, String> {
         match agent.resolved() {
@@ -389,6 +434,11 @@ impl Registry {
                     tracing::info!(agent = %agent.settings.name, endpoint = %r.client.endpoint_url(),
                         binding = r.client.binding().as_str(), version = r.version().as_str(),
                         streaming = r.streaming, "agent card read");
+                    let unmet = agent.security_of(&r.card).and_then(|v| v.unmet());
+                    if let Some(unmet) = unmet {
+                        tracing::warn!(agent = %agent.settings.name, problem = %unmet,
+                            "runs on this agent will likely be refused");
+                    }
                 }
                 if let Ok(mut slot) = agent.resolved.write() {
                     *slot = Some(r.clone());
@@ -410,6 +460,9 @@ impl Registry {
     async fn fetch(&self, agent: &Agent) -> Result<Arc<Resolved>, Unready> {
         let s = &agent.settings;
         let mut errors = Vec::new();
+        // A refused TLS handshake, by its reason: `/readyz` may name it (no URL, no text of
+        // the agent's).
+        let mut tls_refusal = None;
         for url in card::card_urls(&s.url) {
             let shown = crate::redact::url(&url);
             let resp = agent
@@ -433,6 +486,7 @@ impl Registry {
                     continue;
                 }
                 Err(e) => {
+                    tls_refusal = tls_refusal.or_else(|| crate::a2a::tls::explain(&e));
                     errors.push(format!("{shown}: {}", crate::a2a::client::describe(&e)));
                     continue;
                 }
@@ -451,35 +505,8 @@ impl Registry {
                     detail: format!("{shown}: {reason}"),
                     unusable: Some(reason),
                 })?;
-            let endpoint = Endpoint {
-                url: selection.url,
-                version: selection.version,
-                binding: selection.binding,
-                tenant: selection.tenant,
-                headers: s.headers.clone(),
-            };
-            let client = Client::new(
-                agent.transport.http.clone(),
-                endpoint,
-                self.max_event_bytes,
-                self.call_timeout,
-            )
-            .with_tls(agent.transport.tls.clone())
-            .with_extensions(&understood_extensions(&card));
-            let client = match self.direct_streams {
-                Some(connect_timeout) => client.with_direct_streams(connect_timeout),
-                None => client,
-            };
-            let client = match &self.metrics {
-                Some(metrics) => {
-                    let (metrics, agent) = (metrics.clone(), s.name.clone());
-                    let binding = selection.binding.as_str();
-                    client.observed(crate::a2a::client::CallHook(Arc::new(move |method, ok| {
-                        metrics.upstream_call(&agent, method, binding, ok)
-                    })))
-                }
-                None => client,
-            };
+            let client = self.client_for(agent, &card, selection);
+            let (card, client) = self.extended(agent, card, client, &fallback).await;
             let streaming = card.streaming();
             return Ok(Arc::new(Resolved {
                 card,
@@ -487,7 +514,82 @@ impl Registry {
                 streaming,
             }));
         }
-        Err(errors.join("; ").into())
+        Err(Unready {
+            detail: errors.join("; "),
+            unusable: tls_refusal,
+        })
+    }
+
+    /// The client of the interface `selection` of `agent`'s `card`.
+    fn client_for(&self, agent: &Agent, card: &AgentCard, selection: card::Selection) -> Client {
+        let endpoint = Endpoint {
+            url: selection.url,
+            version: selection.version,
+            binding: selection.binding,
+            tenant: selection.tenant,
+            headers: agent.settings.headers.clone(),
+        };
+        let client = Client::new(
+            agent.transport.http.clone(),
+            endpoint,
+            self.max_event_bytes,
+            self.call_timeout,
+        )
+        .with_tls(agent.transport.tls.clone())
+        .with_extensions(&understood_extensions(card));
+        let client = match self.direct_streams {
+            Some(connect_timeout) => client.with_direct_streams(connect_timeout),
+            None => client,
+        };
+        match &self.metrics {
+            Some(metrics) => {
+                let (metrics, agent) = (metrics.clone(), agent.settings.name.clone());
+                let binding = selection.binding.as_str();
+                client.observed(crate::a2a::client::CallHook(Arc::new(move |method, ok| {
+                    metrics.upstream_call(&agent, method, binding, ok)
+                })))
+            }
+            None => client,
+        }
+    }
+
+    /// The extended card in place of the public one, when the public card says there is
+    /// one and the gateway presents the agent a credential of its own
+    /// (docs/security.md#the-cards-security): its skills and interfaces are used. Read
+    /// with `client` (the public card's selection); one that cannot be read or selects
+    /// nothing the gateway speaks leaves the public card in use, with a warning.
+    async fn extended(
+        &self,
+        agent: &Agent,
+        card: AgentCard,
+        client: Client,
+        fallback: &url::Url,
+    ) -> (AgentCard, Client) {
+        let s = &agent.settings;
+        let presents = presented(s);
+        let agent_credential = s.credentials.as_ref().is_some_and(|c| !c.per_caller())
+            || presents.authorization_header
+            || presents.client_certificate;
+        if !card.has_extended_card() || !agent_credential {
+            return (card, client);
+        }
+        let extended = match client.get_extended_card().await {
+            Ok(extended) => extended,
+            Err(e) => {
+                tracing::warn!(agent = %s.name, error = %e, "the extended agent card was not read; using the public card");
+                return (card, client);
+            }
+        };
+        match extended.select(&s.pins, &s.url, fallback) {
+            Ok(selection) => {
+                let client = self.client_for(agent, &extended, selection);
+                (extended, client)
+            }
+            Err(reason) => {
+                tracing::warn!(agent = %s.name, reason = %reason, "the extended agent card offers no interface the gateway speaks; using the public card");
+                (card, client)
+            }
+        }
     }
 
     /// Reads every card now, then keeps them fresh in the background.

@@ -711,6 +711,25 @@ impl Client {
         ProtocolVersion::decode_task_page(&result).ok_or_else(|| not_a("task page", &result))
     }
 
+    /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`: the card served to
+    /// authenticated callers (A2A 1.0 §9.4.7).
+    pub async fn get_extended_card(&self) -> Result<super::card::AgentCard, ClientError> {
+        self.authorized(|c| async move { c.get_extended_card_once().await })
+            .await
+    }
+
+    async fn get_extended_card_once(&self) -> Result<super::card::AgentCard, ClientError> {
+        let method = self.method(Operation::ExtendedCard, "GetExtendedAgentCard")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let get = |call: super::grpc::Call| call.get_extended_card();
+            return self.grpc_unary(method, None, get).await;
+        }
+        let result = self
+            .call(Operation::ExtendedCard, method, serde_json::json!({}), None)
+            .await?;
+        serde_json::from_str(&result).map_err(|_| not_a("AgentCard", &result))
+    }
+
     /// `ListTasks` over up to `pages` pages of `page_size` (newest first), all of them within
     /// one `timeouts.upstream_call`. `Err` only if the first page fails; a later failure or
     /// the deadline ends the list with what was read.

@@ -165,6 +165,15 @@ impl Call {
         Ok(task(answer.map_err(|s| self.status(&s))?.into_inner()))
     }
 
+    /// `GetExtendedAgentCard`.
+    pub(super) async fn get_extended_card(self) -> Result<super::card::AgentCard, ClientError> {
+        let request = self.request(pb::GetExtendedAgentCardRequest {
+            tenant: self.tenant.clone(),
+        });
+        let answer = self.service()?.get_extended_agent_card(request).await;
+        Ok(card(answer.map_err(|s| self.status(&s))?.into_inner()))
+    }
+
     /// `CancelTask`.
     pub(super) async fn cancel_task(self, task_id: &str) -> Result<Task, ClientError> {
         let request = self.request(pb::CancelTaskRequest {
@@ -422,6 +431,47 @@ fn status(s: Option<pb::TaskStatus>) -> TaskStatus {
         state,
         message: s.message.map(message),
         timestamp: s.timestamp.map(|t| t.to_string()),
+    }
+}
+
+/// The parts of a card the gateway uses (`super::card::AgentCard`).
+fn card(c: pb::AgentCard) -> super::card::AgentCard {
+    use super::card::{AgentCard, Capabilities, Interface, Skill};
+    let capabilities = c.capabilities.unwrap_or_default();
+    AgentCard {
+        name: c.name,
+        description: c.description,
+        version: Some(c.version).filter(|v| !v.is_empty()),
+        supported_interfaces: c
+            .supported_interfaces
+            .into_iter()
+            .map(|i| Interface {
+                url: i.url,
+                protocol_binding: i.protocol_binding,
+                protocol_version: i.protocol_version,
+                tenant: i.tenant,
+            })
+            .collect(),
+        capabilities: Capabilities {
+            streaming: capabilities.streaming,
+            extensions: capabilities
+                .extensions
+                .into_iter()
+                .map(|e| serde_json::json!({"uri": e.uri, "required": e.required}))
+                .collect(),
+            extended_agent_card: capabilities.extended_agent_card,
+        },
+        skills: c
+            .skills
+            .into_iter()
+            .map(|s| Skill {
+                description: s.description,
+                examples: s.examples,
+                id: s.id,
+                name: s.name,
+            })
+            .collect(),
+        ..AgentCard::default()
     }
 }
 

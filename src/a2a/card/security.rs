@@ -41,9 +41,14 @@ pub struct Scheme {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SchemeKind {
     /// An API key in a header (`header`), a query parameter or a cookie.
-    ApiKey { location: String, name: String },
+    ApiKey {
+        location: String,
+        name: String,
+    },
     /// An HTTP authentication scheme (`bearer`, `basic`, ...), lower-cased.
-    Http { scheme: String },
+    Http {
+        scheme: String,
+    },
     OAuth2,
     OpenIdConnect,
     MutualTls,
@@ -152,11 +157,7 @@ impl Security {
         };
         // a2a-sdk 1.3.0 serves both spellings side by side: 1.0's when present.
         let listed = if v1.is_empty() { v0_3 } else { v1 };
-        let requirements = listed
-            .iter()
-            .take(MAX_REQUIREMENTS)
-            .map(names)
-            .collect();
+        let requirements = listed.iter().take(MAX_REQUIREMENTS).map(names).collect();
         Self {
             schemes,
             requirements,
@@ -270,7 +271,10 @@ mod tests {
                 "key": {"apiKeySecurityScheme": {"location": "header", "name": "X-Api-Key"}},
                 "mtls": {"mtlsSecurityScheme": {}},
             })),
-            &[json!({"schemes": {"oauth": {"list": ["a"]}}}), json!({"schemes": {"mtls": {"list": []}, "key": {"list": []}}})],
+            &[
+                json!({"schemes": {"oauth": {"list": ["a"]}}}),
+                json!({"schemes": {"mtls": {"list": []}, "key": {"list": []}}}),
+            ],
             &[],
         );
         let v0_3 = Security::read(
@@ -296,12 +300,19 @@ mod tests {
                 "cookie": {"type": "apiKey", "in": "cookie", "name": "sid"},
             })),
             &[],
-            &[json!({"mtls": [], "key": []}), json!({"oauth": []}), json!({"cookie": []})],
+            &[
+                json!({"mtls": [], "key": []}),
+                json!({"oauth": []}),
+                json!({"cookie": []}),
+            ],
         );
         let none = security.verdict(&Presented::default());
         assert_eq!(none.satisfied_by, None);
         let shown = none.unmet().unwrap();
-        assert!(shown.contains("key (apiKey) and mtls (mutualTLS) or oauth (oauth2)"), "{shown}");
+        assert!(
+            shown.contains("key (apiKey) and mtls (mutualTLS) or oauth (oauth2)"),
+            "{shown}"
+        );
         let key_only = Presented {
             headers: vec!["x-api-key".into()],
             ..Default::default()
@@ -319,14 +330,20 @@ mod tests {
             bearer: true,
             ..Default::default()
         };
-        assert_eq!(security.verdict(&bearer).satisfied_by, Some(vec!["oauth".to_owned()]));
+        assert_eq!(
+            security.verdict(&bearer).satisfied_by,
+            Some(vec!["oauth".to_owned()])
+        );
         assert_eq!(security.verdict(&bearer).unmet(), None);
     }
 
     #[test]
     fn no_requirement_is_met_by_nothing_and_unknown_schemes_never() {
         let declared_only = Security::read(&schemes(json!({"o": {"type": "oauth2"}})), &[], &[]);
-        assert_eq!(declared_only.verdict(&Presented::default()).satisfied_by, Some(vec![]));
+        assert_eq!(
+            declared_only.verdict(&Presented::default()).satisfied_by,
+            Some(vec![])
+        );
         let unknown = Security::read(
             &schemes(json!({"weird": {"type": "x-custom"}})),
             &[],
