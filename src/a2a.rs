@@ -14,6 +14,7 @@ pub mod grpc;
 pub mod model;
 pub mod rest;
 pub mod sse;
+pub mod tls;
 mod wire_v0_3;
 mod wire_v1;
 
@@ -69,17 +70,20 @@ pub enum Operation {
     CancelTask,
     Subscribe,
     ListTasks,
+    /// The card served to authenticated callers.
+    ExtendedCard,
 }
 
 impl Operation {
     /// Every operation, for tables.
-    pub const ALL: [Operation; 6] = [
+    pub const ALL: [Operation; 7] = [
         Operation::Stream,
         Operation::Send,
         Operation::GetTask,
         Operation::CancelTask,
         Operation::Subscribe,
         Operation::ListTasks,
+        Operation::ExtendedCard,
     ];
 
     /// The version and operation of a JSON-RPC method name (the inverse of
@@ -103,12 +107,14 @@ impl ProtocolVersion {
             (Self::V1, Operation::CancelTask) => "CancelTask",
             (Self::V1, Operation::Subscribe) => "SubscribeToTask",
             (Self::V1, Operation::ListTasks) => "ListTasks",
+            (Self::V1, Operation::ExtendedCard) => "GetExtendedAgentCard",
             (Self::V0_3, Operation::Stream) => "message/stream",
             (Self::V0_3, Operation::Send) => "message/send",
             (Self::V0_3, Operation::GetTask) => "tasks/get",
             (Self::V0_3, Operation::CancelTask) => "tasks/cancel",
             (Self::V0_3, Operation::Subscribe) => "tasks/resubscribe",
             (Self::V0_3, Operation::ListTasks) => return None,
+            (Self::V0_3, Operation::ExtendedCard) => "agent/getAuthenticatedExtendedCard",
         })
     }
 

@@ -39,8 +39,8 @@ pub enum BuildError {
     Demo(std::io::Error),
     #[error("binding_store: {0}")]
     Store(String),
-    #[error("cannot build the HTTP client: {0}")]
-    Http(reqwest::Error),
+    #[error("cannot reach the agents: {0}")]
+    Upstream(String),
     #[error("telemetry: {0}")]
     Telemetry(String),
 }
@@ -67,25 +67,16 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             RedisStore::new(url, settings.binding_ttl).map_err(BuildError::Store)?,
         ),
     };
-    // docs/design.md#9-reliability-and-limits: redirects are never followed (a redirect could carry
-    // the configured
-    // upstream credentials to another origin); a 3xx is an error like any non-2xx.
-    let http = reqwest::Client::builder()
-        .connect_timeout(settings.timeouts.connect)
-        .redirect(reqwest::redirect::Policy::none())
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(64)
-        .build()
-        .map_err(BuildError::Http)?;
     let binding_store_errors = bindings.errors();
     let metrics = Arc::new(crate::metrics::Metrics::new(binding_store_errors.clone()));
     metrics.know_agents(settings.agents.iter().map(|a| a.name.as_str()));
     let registry = Registry::new(
         settings.agents.clone(),
-        http,
+        settings.timeouts.connect,
         settings.timeouts.upstream_call,
         settings.limits.max_event_bytes,
     )
+    .map_err(BuildError::Upstream)?
     .with_metrics(metrics.clone());
     // Streams from `http://` upstreams are read by the run itself (a2a::direct), unless the
     // environment sets a proxy: reqwest honours it.

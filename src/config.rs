@@ -438,7 +438,7 @@ pub struct AgentSettings {
     /// values at start are in `headers`).
     pub header_files: Vec<(HeaderName, std::path::PathBuf)>,
     /// `tls`, parsed (defaults: the OS store and the built-in roots, no client certificate).
-    pub tls: upstream::UpstreamTls,
+    pub tls: crate::a2a::tls::TlsTrust,
     /// `credentials`, parsed.
     pub credentials: Option<upstream::UpstreamCredentials>,
 }
@@ -458,7 +458,7 @@ impl AgentSettings {
             force_extensions: false,
             pins: Pins::default(),
             header_files: Vec::new(),
-            tls: upstream::UpstreamTls::default(),
+            tls: Default::default(),
             credentials: None,
         }
     }

@@ -151,6 +151,12 @@ async fn rpc(State(demo): State<Shared>, headers: HeaderMap, body: axum::body::B
         Operation::CancelTask => cancel(&demo, version, &id, &params),
         Operation::Subscribe => subscribe(demo, version, id, &params),
         Operation::ListTasks => list(&demo, &id, &params),
+        // The demo serves no extended card (its card does not declare one).
+        Operation::ExtendedCard => rpc_error(
+            &id,
+            rpc_code::UNSUPPORTED_OPERATION,
+            "the demo agent has no extended card",
+        ),
     }
 }
 

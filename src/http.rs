@@ -230,10 +230,20 @@ async fn get_agent(AgentRef(agent): AgentRef) -> Json<crate::registry::AgentSumm
 async fn readyz(State(s): State<AppState>) -> Response {
     let not_ready = s.registry.not_ready();
     let store = s.bindings.check().await;
+    // docs/security.md#the-cards-security: a requirement nothing configured meets is a
+    // detail, not a readiness failure (the card may declare more than the agent enforces).
+    let warnings = s.registry.warnings();
     if not_ready.is_empty() && store.is_ok() {
-        Json(json!({"status": "ready"})).into_response()
+        let mut body = json!({"status": "ready"});
+        if !warnings.is_empty() {
+            body["warnings"] = json!(warnings);
+        }
+        Json(body).into_response()
     } else {
         let mut body = json!({"status": "not_ready", "agents": not_ready});
+        if !warnings.is_empty() {
+            body["warnings"] = json!(warnings);
+        }
         let reasons = s.registry.unusable();
         if !reasons.is_empty() {
             body["reasons"] = json!(reasons);
@@ -505,12 +515,15 @@ mod tests {
         )
         .unwrap();
         AppState {
-            registry: Arc::new(Registry::new(
-                Vec::new(),
-                reqwest::Client::new(),
-                Duration::from_secs(1),
-                1024,
-            )),
+            registry: Arc::new(
+                Registry::new(
+                    Vec::new(),
+                    Duration::from_secs(1),
+                    Duration::from_secs(1),
+                    1024,
+                )
+                .unwrap(),
+            ),
             bindings: Arc::new(BindingStore::memory()),
             limits: config.limits,
             timeouts: config.timeouts,
@@ -759,12 +772,15 @@ mod tests {
         )
         .unwrap();
         let mut s = state();
-        s.registry = Arc::new(Registry::new(
-            config.agents,
-            reqwest::Client::new(),
-            Duration::from_secs(1),
-            1024,
-        ));
+        s.registry = Arc::new(
+            Registry::new(
+                config.agents,
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+                1024,
+            )
+            .unwrap(),
+        );
         let get = |uri: &str| {
             let req = HttpRequest::builder().uri(uri).body(Body::empty()).unwrap();
             let app = router(s.clone());

@@ -17,6 +17,7 @@ use crate::a2a::call_headers::CallHeaders;
 use crate::a2a::card::{self, AgentCard};
 use crate::a2a::client::{Client, Endpoint};
 use crate::a2a::model::ProtocolVersion;
+use crate::a2a::tls::AgentTls;
 use crate::auth::Caller;
 use crate::config::{AgentSettings, Secret};
 use crate::upstream::credentials::Credentials;
@@ -25,6 +26,18 @@ use crate::upstream::credentials::Credentials;
 pub(crate) const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 /// Card retry period while an agent is not ready.
 pub(crate) const RETRY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What the gateway is configured to present to an agent, as the card's security model
+/// weighs it.
+fn presented(s: &AgentSettings) -> card::security::Presented {
+    let authorization_header = s.headers.contains_key(reqwest::header::AUTHORIZATION);
+    card::security::Presented {
+        bearer: s.credentials.is_some() || authorization_header,
+        authorization_header,
+        headers: s.headers.keys().map(|h| h.as_str().to_owned()).collect(),
+        client_certificate: s.tls.client_identity.is_some(),
+    }
+}
 
 /// What a successfully read card resolves to.
 #[derive(Debug)]
@@ -118,6 +131,9 @@ fn understood_extensions(card: &AgentCard) -> Vec<String> {
 #[derive(Debug)]
 pub struct Agent {
     pub settings: AgentSettings,
+    /// How the agent is reached: its reqwest client and the TLS of the connections its
+    /// clients open themselves (docs/security.md#upstream-trust).
+    transport: Transport,
     /// Its credentials at run time: token caches live here, across card reads.
     pub(crate) credentials: Credentials,
     resolved: RwLock<Option<Arc<Resolved>>>,
@@ -126,14 +142,41 @@ pub struct Agent {
     unusable: RwLock<Option<String>>,
 }
 
+/// An agent's HTTP client and TLS: agents without `tls` settings share one.
+#[derive(Debug, Clone)]
+struct Transport {
+    http: reqwest::Client,
+    tls: AgentTls,
+}
+
+impl Transport {
+    /// docs/design.md#9-reliability-and-limits: redirects are never followed (a redirect
+    /// could carry the agent's credentials to another origin); a 3xx is an error like any
+    /// non-2xx.
+    fn new(tls: AgentTls, connect_timeout: Duration) -> Result<Self, String> {
+        let builder = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(64);
+        let http = tls
+            .reqwest(builder)
+            .build()
+            .map_err(|e| format!("the upstream HTTP client: {e}"))?;
+        Ok(Self { http, tls })
+    }
+}
+
 /// Why a card read gave no resolution.
 #[derive(Debug)]
 struct Unready {
     /// For logs and `GET /agents` (`error`).
     detail: String,
     /// For `/readyz`, which anyone may read: only what the (public) card offered, when it
-    /// was read and offers no interface the gateway speaks, or why no upstream credentials
-    /// could be had (a token endpoint's status and error code, a file's path; no secret).
+    /// was read and offers no interface the gateway speaks, why the TLS handshake was
+    /// refused ([`crate::a2a::tls::explain`]: no URL, nothing the agent sent), or why no
+    /// upstream credentials could be had (a token endpoint's status and error code, a
+    /// file's path; no secret).
     unusable: Option<String>,
 }
 
@@ -147,6 +190,21 @@ impl From<String> for Unready {
 }
 
 impl Agent {
+    /// Whether what the agent is configured to present meets its card's security
+    /// (docs/security.md#the-cards-security); `None` before the card was read or when it
+    /// declares none.
+    pub(crate) fn security(&self) -> Option<card::security::Verdict> {
+        self.security_of(&self.resolved()?.card)
+    }
+
+    fn security_of(&self, card: &AgentCard) -> Option<card::security::Verdict> {
+        let security = card.security();
+        if security.schemes.is_empty() && security.requirements.is_empty() {
+            return None;
+        }
+        Some(security.verdict(&presented(&self.settings)))
+    }
+
     /// The current card resolution, if one succeeded.
     pub fn resolved(&self) -> Option<Arc<Resolved>> {
         self.resolved.read().ok()?.clone()
@@ -167,6 +225,7 @@ impl Agent {
             name: self.settings.name.clone(),
             protocol_version: None,
             ready: resolved.is_some(),
+            security: None,
             skills: None,
             streaming: None,
             tenant: None,
@@ -177,6 +236,7 @@ impl Agent {
                 summary.binding = Some(r.client.binding().as_str());
                 summary.description = Some(r.card.description.clone());
                 summary.protocol_version = Some(r.version().as_str());
+                summary.security = self.security_of(&r.card);
                 summary.skills = Some(r.card.skills.clone());
                 summary.streaming = Some(r.streaming);
                 summary.tenant = r.client.tenant().map(str::to_owned);
@@ -230,6 +290,9 @@ pub(crate) struct AgentSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<&'static str>,
     pub ready: bool,
+    /// The card's declared security and whether the configuration meets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security: Option<card::security::Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skills: Option<Vec<card::Skill>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -267,7 +330,6 @@ async fn read_card(resp: reqwest::Response, timeout: Duration) -> Result<AgentCa
 #[derive(Debug)]
 pub struct Registry {
     agents: BTreeMap<String, Arc<Agent>>,
-    http: reqwest::Client,
     call_timeout: Duration,
     max_event_bytes: usize,
     metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -276,34 +338,42 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry over `agents`; nothing is fetched yet.
+    /// A registry over `agents`; nothing is fetched yet. Each agent's HTTP client and TLS
+    /// are built here (connecting within `connect_timeout`); `Err` names an agent whose TLS
+    /// settings rustls refuses.
     pub fn new(
         agents: Vec<AgentSettings>,
-        http: reqwest::Client,
+        connect_timeout: Duration,
         call_timeout: Duration,
         max_event_bytes: usize,
-    ) -> Self {
-        let agents = agents
-            .into_iter()
-            .map(|s| {
-                let agent = Agent {
-                    credentials: Credentials::new(&s, http.clone(), call_timeout),
-                    settings: s,
-                    resolved: RwLock::new(None),
-                    last_error: RwLock::new(None),
-                    unusable: RwLock::new(None),
-                };
-                (agent.settings.name.clone(), Arc::new(agent))
-            })
-            .collect();
-        Self {
-            agents,
-            http,
+    ) -> Result<Self, String> {
+        let shared = Transport::new(AgentTls::default_trust().clone(), connect_timeout)?;
+        let mut built = BTreeMap::new();
+        for s in agents {
+            let transport = if s.tls.is_default() {
+                shared.clone()
+            } else {
+                let tls = AgentTls::new(&s.tls).map_err(|e| format!("agent {}: {e}", s.name))?;
+                Transport::new(tls, connect_timeout)?
+            };
+            let agent = Agent {
+                // Token endpoints are called with the agent's client (its TLS, no redirects).
+                credentials: Credentials::new(&s, transport.http.clone(), call_timeout),
+                settings: s,
+                transport,
+                resolved: RwLock::new(None),
+                last_error: RwLock::new(None),
+                unusable: RwLock::new(None),
+            };
+            built.insert(agent.settings.name.clone(), Arc::new(agent));
+        }
+        Ok(Self {
+            agents: built,
             call_timeout,
             max_event_bytes,
             metrics: None,
             direct_streams: None,
-        }
+        })
     }
 
     /// Clients read their `http://` streams themselves ([`Client::with_direct_streams`]).
@@ -346,6 +416,18 @@ impl Registry {
             .filter_map(|a| {
                 let reason = a.unusable.read().ok()?.clone()?;
                 Some((a.settings.name.clone(), reason))
+            })
+            .collect()
+    }
+
+    /// Agents whose card requires security that nothing configured for them satisfies, and
+    /// why (the start-up warning; `/readyz` `warnings`).
+    pub fn warnings(&self) -> BTreeMap<String, String> {
+        self.agents
+            .values()
+            .filter_map(|a| {
+                let unmet = a.security()?.unmet()?;
+                Some((a.settings.name.clone(), unmet))
             })
             .collect()
     }
@@ -396,6 +478,11 @@ impl Registry {
                     tracing::info!(agent = %agent.settings.name, endpoint = %r.client.endpoint_url(),
                         binding = r.client.binding().as_str(), version = r.version().as_str(),
                         streaming = r.streaming, "agent card read");
+                    let unmet = agent.security_of(&r.card).and_then(|v| v.unmet());
+                    if let Some(unmet) = unmet {
+                        tracing::warn!(agent = %agent.settings.name, problem = %unmet,
+                            "runs on this agent will likely be refused");
+                    }
                 }
                 if let Ok(mut slot) = agent.resolved.write() {
                     *slot = Some(r.clone());
@@ -420,9 +507,14 @@ impl Registry {
         // a token endpoint that fails makes the agent unready, and says so in `/readyz`.
         let credentials = agent.credentials.for_agent();
         let mut errors = Vec::new();
+        // A refused TLS handshake, by its reason: `/readyz` may name it (no URL, no text of
+        // the agent's).
+        let mut tls_refusal = None;
         for url in card::card_urls(&s.url) {
             let shown = crate::redact::url(&url);
-            let resp = self.read_card_at(&url, s, credentials.as_deref()).await?;
+            let resp = self
+                .read_card_at(&url, agent, credentials.as_deref())
+                .await?;
             let card: AgentCard = match resp {
                 Ok(r) if r.status().is_success() => match read_card(r, self.call_timeout).await {
                     Ok(c) => c,
@@ -436,6 +528,7 @@ impl Registry {
                     continue;
                 }
                 Err(e) => {
+                    tls_refusal = tls_refusal.or_else(|| crate::a2a::tls::explain(&e));
                     errors.push(format!("{shown}: {}", crate::a2a::client::describe(&e)));
                     continue;
                 }
@@ -454,38 +547,8 @@ impl Registry {
                     detail: format!("{shown}: {reason}"),
                     unusable: Some(reason),
                 })?;
-            let endpoint = Endpoint {
-                url: selection.url,
-                version: selection.version,
-                binding: selection.binding,
-                tenant: selection.tenant,
-                headers: s.headers.clone(),
-            };
-            let client = Client::new(
-                self.http.clone(),
-                endpoint,
-                self.max_event_bytes,
-                self.call_timeout,
-            )
-            .with_extensions(&understood_extensions(&card));
-            let client = match &credentials {
-                Some(source) => client.with_call_headers(source.clone()),
-                None => client,
-            };
-            let client = match self.direct_streams {
-                Some(connect_timeout) => client.with_direct_streams(connect_timeout),
-                None => client,
-            };
-            let client = match &self.metrics {
-                Some(metrics) => {
-                    let (metrics, agent) = (metrics.clone(), s.name.clone());
-                    let binding = selection.binding.as_str();
-                    client.observed(crate::a2a::client::CallHook(Arc::new(move |method, ok| {
-                        metrics.upstream_call(&agent, method, binding, ok)
-                    })))
-                }
-                None => client,
-            };
+            let client = self.client_for(agent, &card, selection);
+            let (card, client) = self.extended(agent, card, client, &fallback).await;
             let streaming = card.streaming();
             return Ok(Arc::new(Resolved {
                 card,
@@ -493,7 +556,87 @@ impl Registry {
                 streaming,
             }));
         }
-        Err(errors.join("; ").into())
+        Err(Unready {
+            detail: errors.join("; "),
+            unusable: tls_refusal,
+        })
+    }
+
+    /// The client of the interface `selection` of `agent`'s `card`.
+    fn client_for(&self, agent: &Agent, card: &AgentCard, selection: card::Selection) -> Client {
+        let endpoint = Endpoint {
+            url: selection.url,
+            version: selection.version,
+            binding: selection.binding,
+            tenant: selection.tenant,
+            headers: agent.settings.headers.clone(),
+        };
+        let client = Client::new(
+            agent.transport.http.clone(),
+            endpoint,
+            self.max_event_bytes,
+            self.call_timeout,
+        )
+        .with_tls(agent.transport.tls.clone())
+        .with_extensions(&understood_extensions(card));
+        // Every call carries the agent's credentials (docs/security.md#upstream-credentials).
+        let client = match agent.credentials.for_agent() {
+            Some(source) => client.with_call_headers(source),
+            None => client,
+        };
+        let client = match self.direct_streams {
+            Some(connect_timeout) => client.with_direct_streams(connect_timeout),
+            None => client,
+        };
+        match &self.metrics {
+            Some(metrics) => {
+                let (metrics, agent) = (metrics.clone(), agent.settings.name.clone());
+                let binding = selection.binding.as_str();
+                client.observed(crate::a2a::client::CallHook(Arc::new(move |method, ok| {
+                    metrics.upstream_call(&agent, method, binding, ok)
+                })))
+            }
+            None => client,
+        }
+    }
+
+    /// The extended card in place of the public one, when the public card says there is
+    /// one and the gateway presents the agent a credential of its own
+    /// (docs/security.md#the-cards-security): its skills and interfaces are used. Read
+    /// with `client` (the public card's selection); one that cannot be read or selects
+    /// nothing the gateway speaks leaves the public card in use, with a warning.
+    async fn extended(
+        &self,
+        agent: &Agent,
+        card: AgentCard,
+        client: Client,
+        fallback: &url::Url,
+    ) -> (AgentCard, Client) {
+        let s = &agent.settings;
+        let presents = presented(s);
+        let agent_credential = s.credentials.as_ref().is_some_and(|c| !c.per_caller())
+            || presents.authorization_header
+            || presents.client_certificate;
+        if !card.has_extended_card() || !agent_credential {
+            return (card, client);
+        }
+        let extended = match client.get_extended_card().await {
+            Ok(extended) => extended,
+            Err(e) => {
+                tracing::warn!(agent = %s.name, error = %e, "the extended agent card was not read; using the public card");
+                return (card, client);
+            }
+        };
+        match extended.select(&s.pins, &s.url, fallback) {
+            Ok(selection) => {
+                let client = self.client_for(agent, &extended, selection);
+                (extended, client)
+            }
+            Err(reason) => {
+                tracing::warn!(agent = %s.name, reason = %reason, "the extended agent card offers no interface the gateway speaks; using the public card");
+                (card, client)
+            }
+        }
     }
 
     /// The answer to a card read at `url`, with the agent's headers and `credentials`' (asked
@@ -502,13 +645,15 @@ impl Registry {
     async fn read_card_at(
         &self,
         url: &url::Url,
-        s: &AgentSettings,
+        agent: &Agent,
         credentials: Option<&dyn CallHeaders>,
     ) -> Result<reqwest::Result<reqwest::Response>, Unready> {
         let get = |extra: HeaderMap| {
-            self.http
+            agent
+                .transport
+                .http
                 .get(url.clone())
-                .headers(s.headers.clone())
+                .headers(agent.settings.headers.clone())
                 .headers(extra)
                 .timeout(self.call_timeout)
                 .send()
@@ -620,9 +765,11 @@ mod tests {
             headers: Default::default(),
         };
         let client = Client::new(reqwest::Client::new(), endpoint, 1024, REFRESH_INTERVAL);
+        let tls = AgentTls::default_trust().clone();
         Agent {
             credentials: Credentials::new(&settings, reqwest::Client::new(), REFRESH_INTERVAL),
             settings,
+            transport: Transport::new(tls, REFRESH_INTERVAL).unwrap(),
             resolved: RwLock::new(Some(Arc::new(Resolved {
                 card,
                 client,
@@ -752,12 +899,8 @@ mod tests {
     fn registry_of(url: url::Url, credentials: UpstreamCredentials) -> (Registry, Arc<Agent>) {
         let mut settings = AgentSettings::plain("g".into(), url);
         settings.credentials = Some(credentials);
-        let registry = Registry::new(
-            vec![settings],
-            reqwest::Client::new(),
-            REFRESH_INTERVAL,
-            1 << 20,
-        );
+        let registry =
+            Registry::new(vec![settings], REFRESH_INTERVAL, REFRESH_INTERVAL, 1 << 20).unwrap();
         let agent = registry.get("g").unwrap();
         (registry, agent)
     }

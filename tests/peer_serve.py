@@ -4,9 +4,12 @@ Shared by the Python peers of the end-to-end tests (tests/upstream/ref_agent.py 
 tests/frameworks/<fw>/agent.py), each of which imports it with
 `sys.path.insert(0, <the tests/ dir>)`.
 
-Contract of `serve(build, port=..., parent_pid=...)`:
+Contract of `serve(build, port=..., parent_pid=..., tls=...)`:
 - binds 127.0.0.1:<port> (0: any free port) and calls `build(base, port)` for the app, where
-  base is "http://127.0.0.1:<port>/";
+  base is "http://127.0.0.1:<port>/" ("https://..." with `tls`);
+- with `tls` {"cert": PEM file, "key": PEM file, "client_ca": PEM file or None} serves HTTPS
+  (HTTP/2 offered by ALPN); with a client CA, a client certificate signed by it is required
+  in the handshake;
 - prints exactly one line "READY <base>" on stdout, flushed, once the app is ready to serve:
   after uvicorn's startup, ASGI lifespan startup included (nothing is printed if startup
   fails);
@@ -16,18 +19,26 @@ Contract of `serve(build, port=..., parent_pid=...)`:
 import asyncio
 import os
 import socket
+import ssl
 
 import uvicorn
 
 
-def serve(build, *, port=0, parent_pid=0, lifespan="auto"):
+def serve(build, *, port=0, parent_pid=0, lifespan="auto", tls=None):
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)
     port = sock.getsockname()[1]
-    base = f"http://127.0.0.1:{port}/"
-    server = uvicorn.Server(uvicorn.Config(build(base, port), log_level="warning", lifespan=lifespan))
+    scheme = "https" if tls else "http"
+    base = f"{scheme}://127.0.0.1:{port}/"
+    ssl_options = {}
+    if tls:
+        ssl_options = {"ssl_certfile": tls["cert"], "ssl_keyfile": tls["key"]}
+        if tls.get("client_ca"):
+            ssl_options |= {"ssl_ca_certs": tls["client_ca"], "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    config = uvicorn.Config(build(base, port), log_level="warning", lifespan=lifespan, **ssl_options)
+    server = uvicorn.Server(config)
 
     async def watch_parent():
         while True:

@@ -21,6 +21,8 @@ use url::Url;
 
 use super::model::ProtocolVersion;
 
+pub mod security;
+
 /// The parts of an agent card the gateway uses.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -39,6 +41,14 @@ pub struct AgentCard {
     pub additional_interfaces: Vec<LegacyInterface>,
     pub capabilities: Capabilities,
     pub skills: Vec<Skill>,
+    /// Declared schemes by name (both versions; read by [`security`]).
+    pub security_schemes: std::collections::BTreeMap<String, Value>,
+    /// 1.0: the alternatives a caller must meet.
+    pub security_requirements: Vec<Value>,
+    /// 0.3: the same, OpenAPI-shaped.
+    pub security: Vec<Value>,
+    /// 0.3: an extended card is served to authenticated callers.
+    pub supports_authenticated_extended_card: Option<bool>,
 }
 
 /// A 1.0 `AgentInterface`.
@@ -67,6 +77,8 @@ pub struct LegacyInterface {
 pub struct Capabilities {
     pub streaming: Option<bool>,
     pub extensions: Vec<Value>,
+    /// 1.0: an extended card is served to authenticated callers.
+    pub extended_agent_card: Option<bool>,
 }
 
 /// One advertised skill, as `GET /agents` shows it (fields in alphabetical order: the order
@@ -268,6 +280,22 @@ impl AgentCard {
             .extensions
             .iter()
             .any(|e| e.get("uri").and_then(Value::as_str) == Some(uri))
+    }
+
+    /// The card's security, both versions read into one model.
+    pub fn security(&self) -> security::Security {
+        security::Security::read(
+            &self.security_schemes,
+            &self.security_requirements,
+            &self.security,
+        )
+    }
+
+    /// Whether the card says an extended card is served to authenticated callers (1.0
+    /// `capabilities.extendedAgentCard`, 0.3 `supportsAuthenticatedExtendedCard`).
+    pub fn has_extended_card(&self) -> bool {
+        self.capabilities.extended_agent_card == Some(true)
+            || self.supports_authenticated_extended_card == Some(true)
     }
 
     /// Whether the agent streams (absent means no, A2A 1.0 §8.1).

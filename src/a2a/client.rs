@@ -110,6 +110,9 @@ pub struct Client {
     grpc: super::grpc::Transport,
     /// Headers decided per call (credentials that change), if any.
     call_headers: Option<std::sync::Arc<dyn CallHeaders>>,
+    /// The TLS of the connections this client opens itself (direct streams, gRPC); reqwest
+    /// carries its own copy ([`super::tls`]).
+    tls: super::tls::AgentTls,
 }
 
 /// Tells a stream's hook of its end.
@@ -162,7 +165,15 @@ impl Client {
             direct_streams: None,
             grpc: super::grpc::Transport::default(),
             call_headers: None,
+            tls: super::tls::AgentTls::default_trust().clone(),
         }
+    }
+
+    /// This client opening its own connections (direct streams, gRPC) with `tls`: the
+    /// agent's, whose reqwest client was built with it too ([`super::tls::AgentTls::reqwest`]).
+    pub fn with_tls(mut self, tls: super::tls::AgentTls) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// This client adding `source`'s headers to every call ([`super::call_headers`]), in
@@ -700,6 +711,25 @@ impl Client {
         ProtocolVersion::decode_task_page(&result).ok_or_else(|| not_a("task page", &result))
     }
 
+    /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`: the card served to
+    /// authenticated callers (A2A 1.0 §9.4.7).
+    pub async fn get_extended_card(&self) -> Result<super::card::AgentCard, ClientError> {
+        self.authorized(|c| async move { c.get_extended_card_once().await })
+            .await
+    }
+
+    async fn get_extended_card_once(&self) -> Result<super::card::AgentCard, ClientError> {
+        let method = self.method(Operation::ExtendedCard, "GetExtendedAgentCard")?;
+        if self.endpoint.binding == Binding::Grpc {
+            let get = |call: super::grpc::Call| call.get_extended_card();
+            return self.grpc_unary(method, None, get).await;
+        }
+        let result = self
+            .call(Operation::ExtendedCard, method, serde_json::json!({}), None)
+            .await?;
+        serde_json::from_str(&result).map_err(|_| not_a("AgentCard", &result))
+    }
+
     /// `ListTasks` over up to `pages` pages of `page_size` (newest first), all of them within
     /// one `timeouts.upstream_call`. `Err` only if the first page fails; a later failure or
     /// the deadline ends the list with what was read.
@@ -787,7 +817,7 @@ impl Client {
     ) -> Result<EventStream, ClientError> {
         let wire = self.wire(op, method, params)?;
         if let Some(connect_timeout) = self.direct_streams {
-            if self.endpoint.url.scheme() == "http" {
+            if matches!(self.endpoint.url.scheme(), "http" | "https") {
                 return self
                     .open_direct_stream(method, wire, head_timeout, connect_timeout)
                     .await;
@@ -850,6 +880,7 @@ impl Client {
             max_message_bytes: self.max_event_bytes,
             timeout,
             connect_timeout: self.direct_streams.unwrap_or(self.call_timeout),
+            tls: self.tls.clone(),
         }
     }
 
@@ -954,7 +985,7 @@ impl Client {
         let request = req
             .build()
             .map_err(|e| ClientError::Unavailable(describe(&e)))?;
-        let send = super::direct::send(&request, connect_timeout);
+        let send = super::direct::send(&request, &self.tls, connect_timeout);
         let resp = head_within(head_timeout, send)
             .await?
             .map_err(|e| ClientError::Unavailable(format!("{e} ({})", self.endpoint_url())))?;
@@ -1054,9 +1085,15 @@ enum Call {
 }
 
 /// A reqwest error with its causes ("connection refused" is in the source chain), its URL
-/// without userinfo.
+/// without userinfo; a refused TLS handshake by its reason ([`super::tls::explain`]).
 pub fn describe(e: &reqwest::Error) -> String {
     use std::error::Error;
+    if let Some(reason) = super::tls::explain(e) {
+        return match e.url() {
+            Some(url) => format!("{reason} ({})", crate::redact::url(url)),
+            None => reason,
+        };
+    }
     let mut msg = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -26,8 +26,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+
+use super::tls::{AgentTls, Alpn, Connection};
 
 use crate::http1::{self, decode, Framing, MAX_HEADERS, MAX_HEAD_BYTES};
 
@@ -54,21 +56,20 @@ pub(crate) struct Response {
 /// Sends `request` (an `http://` URL) and reads the response head.
 pub(crate) async fn send(
     request: &reqwest::Request,
+    tls: &AgentTls,
     connect_timeout: Duration,
 ) -> Result<Response, String> {
     let url = request.url();
     let host = url.host_str().ok_or("the URL has no host")?;
-    let port = url.port_or_known_default().unwrap_or(80);
-    // IPv6 literals come bracketed in the URL; the socket address wants them bare.
-    let bare_host = host.trim_start_matches('[').trim_end_matches(']');
-    let connect = TcpStream::connect((bare_host, port));
+    let connect = tls.connect(url, Alpn::Http1);
     let mut io = match tokio::time::timeout(connect_timeout, connect).await {
         Ok(Ok(io)) => io,
-        Ok(Err(e)) => return Err(format!("cannot connect: {e}")),
+        Ok(Err(e)) => match super::tls::explain(&e) {
+            Some(reason) => return Err(format!("cannot connect: {reason}")),
+            None => return Err(format!("cannot connect: {e}")),
+        },
         Err(_) => return Err(format!("cannot connect within {connect_timeout:?}")),
     };
-    io.set_nodelay(true)
-        .map_err(|e| format!("cannot set TCP_NODELAY: {e}"))?;
     io.write_all(&request_bytes(request, host))
         .await
         .map_err(|e| format!("cannot send the request: {e}"))?;
@@ -88,7 +89,7 @@ pub(crate) async fn send(
 /// Reads until `buf` holds a whole response head; its length. Each read's bytes are searched
 /// once (a head trickling in a byte at a time costs no more than one arriving whole).
 async fn read_head(
-    io: &mut TcpStream,
+    io: &mut Connection,
     buf: &mut Vec<u8>,
     read_size: &mut usize,
 ) -> Result<usize, String> {
@@ -117,7 +118,7 @@ fn interim_status(head: &[u8]) -> bool {
 
 /// The response of the head `buf[..head_len]`, its body read from `io`.
 fn parse_head(
-    io: TcpStream,
+    io: Connection,
     mut buf: Vec<u8>,
     head_len: usize,
     read_size: usize,
@@ -211,16 +212,28 @@ fn request_bytes(request: &reqwest::Request, host: &str) -> Vec<u8> {
 /// under a quarter of it (to [`FIRST_READ_BUFFER`]). Room is made only once the socket is
 /// readable, so a quiet stream holds no buffer while it waits.
 async fn read_more(
-    io: &mut TcpStream,
+    io: &mut Connection,
     buf: &mut Vec<u8>,
     read_size: &mut usize,
 ) -> Result<usize, String> {
     let broke = |e: std::io::Error| format!("the connection broke: {e}");
+    let tcp = match io {
+        Connection::Plain(tcp) => tcp,
+        // TLS may hold decrypted bytes the socket no longer signals: read through rustls,
+        // with the room reserved while it waits.
+        Connection::Tls(tls) => {
+            buf.reserve(*read_size);
+            let room = buf.capacity() - buf.len();
+            let n = tls.read_buf(buf).await.map_err(broke)?;
+            adapt_read_size(read_size, n, room);
+            return Ok(n);
+        }
+    };
     let (n, room) = loop {
-        io.readable().await.map_err(broke)?;
+        tcp.readable().await.map_err(broke)?;
         buf.reserve(*read_size);
         let room = buf.capacity() - buf.len();
-        match io.try_read_buf(buf) {
+        match tcp.try_read_buf(buf) {
             Ok(n) => break (n, room),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if buf.is_empty() {
@@ -230,18 +243,23 @@ async fn read_more(
             Err(e) => return Err(broke(e)),
         }
     };
+    adapt_read_size(read_size, n, room);
+    Ok(n)
+}
+
+/// The next read's size after a read of `n` bytes into `room`.
+fn adapt_read_size(read_size: &mut usize, n: usize, room: usize) {
     if n == room {
         *read_size = (*read_size * 2).min(MAX_READ_BUFFER);
     } else if n < *read_size / 4 {
         *read_size = (*read_size / 2).max(FIRST_READ_BUFFER);
     }
-    Ok(n)
 }
 
 /// A response body, read from the connection as the reader asks.
 #[derive(Debug)]
 pub(crate) struct Body {
-    io: TcpStream,
+    io: Connection,
     /// Received bytes not decoded yet (none held between reads once all are decoded).
     buf: Vec<u8>,
     /// How much the next read asks for ([`read_more`]).
@@ -347,7 +365,13 @@ mod tests {
             b"\n0\r\n\r\n".to_vec(),
         ])
         .await;
-        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let mut resp = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
         assert_eq!(resp.status, 200);
         assert_eq!(resp.content_type.as_deref(), Some("text/event-stream"));
         let body = resp.body.read_to_end(1024).await.unwrap().unwrap();
@@ -358,7 +382,13 @@ mod tests {
     async fn interim_responses_and_a_trickled_head_are_read_through() {
         let head: &[u8] = b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
         let url = serve_once(head.chunks(7).map(<[u8]>::to_vec).collect()).await;
-        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let mut resp = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
         assert_eq!(resp.status, 200);
         assert_eq!(resp.body.read_to_end(10).await.unwrap().unwrap(), b"ok");
     }
@@ -372,9 +402,13 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\n\ndata: first\n\n".to_vec(),
         ])
         .await;
-        let err = send(&request(&url), Duration::from_secs(5))
-            .await
-            .unwrap_err();
+        let err = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
         assert!(err.contains("bare LF"), "{err}");
 
         for head in [
@@ -384,9 +418,13 @@ mod tests {
         ] {
             let reply = [&b"HTTP/1.1 200 OK\r\n"[..], head, b"\r\n\r\nhello"].concat();
             let url = serve_once(vec![reply]).await;
-            let err = send(&request(&url), Duration::from_secs(5))
-                .await
-                .unwrap_err();
+            let err = send(
+                &request(&url),
+                AgentTls::default_trust(),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_err();
             assert!(err.contains("malformed response head"), "{err}");
         }
 
@@ -394,7 +432,13 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\ndata: a\n\n\r\n9\ndata: b\n\n\r\n".to_vec(),
         ])
         .await;
-        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let mut resp = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
         let first = resp.body.next_bytes().await.unwrap().unwrap();
         assert_eq!(&first[..], b"data: a\n\n");
         let err = resp.body.next_bytes().await.unwrap_err();
@@ -411,7 +455,13 @@ mod tests {
         ]
         .concat();
         let url = serve_once(vec![flood]).await;
-        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let mut resp = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
         let err = resp.body.read_to_end(1024).await.unwrap_err();
         assert!(err.contains("trailers over their bound"), "{err}");
     }
@@ -424,15 +474,23 @@ mod tests {
         ]
         .concat();
         let url = serve_once(vec![huge_head]).await;
-        let err = send(&request(&url), Duration::from_secs(5))
-            .await
-            .unwrap_err();
+        let err = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
         assert!(err.contains("head over"), "{err}");
 
         let url = serve_once(vec![b"garbage\r\n\r\n".to_vec()]).await;
-        let err = send(&request(&url), Duration::from_secs(5))
-            .await
-            .unwrap_err();
+        let err = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
         assert!(err.contains("malformed"), "{err}");
 
         // The connection ends inside a chunk: an error, not a short body.
@@ -440,7 +498,13 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc".to_vec(),
         ])
         .await;
-        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let mut resp = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
         let err = resp.body.read_to_end(1024).await.unwrap_err();
         assert!(err.contains("closed before the body ended"), "{err}");
 
@@ -450,7 +514,13 @@ mod tests {
             vec![b'x'; 100],
         ])
         .await;
-        let mut resp = send(&request(&url), Duration::from_secs(5)).await.unwrap();
+        let mut resp = send(
+            &request(&url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
         assert_eq!(resp.body.read_to_end(10).await.unwrap(), None);
     }
 }

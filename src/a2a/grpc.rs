@@ -3,8 +3,8 @@
 //! version-neutral model ([`super::model`]), gRPC statuses into the one error table
 //! ([`super::errors`]).
 //!
-//! Transport: `tonic` over HTTP/2, h2c for `http://` interfaces, TLS with the webpki roots
-//! (as reqwest) for `https://`; one lazily connected channel per endpoint, shared by the
+//! Transport: `tonic` over HTTP/2, h2c for `http://` interfaces, the agent's TLS
+//! ([`super::tls`]) for `https://`; one lazily connected channel per endpoint, shared by the
 //! client's copies. Headers travel as metadata (`a2a-version`, the extensions header, the
 //! agent's static headers, `forward_identity`, `traceparent`); the tenant is the request
 //! field. Deadlines are the caller's (`timeouts.upstream_call` for unary calls and a
@@ -62,6 +62,8 @@ pub(super) struct Call {
     /// The deadline sent as `grpc-timeout` (the caller bounds the wait itself).
     pub(super) timeout: Option<Duration>,
     pub(super) connect_timeout: Duration,
+    /// The agent's TLS (`https://` interfaces).
+    pub(super) tls: super::tls::AgentTls,
 }
 
 impl Call {
@@ -78,18 +80,22 @@ impl Call {
             .max_encoding_message_size(usize::MAX))
     }
 
+    /// A channel connecting through the agent's TLS ([`super::tls::AgentTls::connect`], ALPN
+    /// `h2`) for `https://`, plain TCP (h2c) for `http://`; tonic's own TLS is not built in.
     fn channel(&self) -> Result<tonic::transport::Channel, ClientError> {
-        let mut endpoint = tonic::transport::Endpoint::from_shared(self.url.to_string())
+        let endpoint = tonic::transport::Endpoint::from_shared(self.url.to_string())
             .map_err(|e| ClientError::Unavailable(format!("gRPC endpoint: {e}")))?
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true);
-        if self.url.scheme() == "https" {
-            let tls = tonic::transport::ClientTlsConfig::new().with_webpki_roots();
-            endpoint = endpoint
-                .tls_config(tls)
-                .map_err(|e| ClientError::Unavailable(format!("gRPC TLS: {e}")))?;
-        }
-        Ok(endpoint.connect_lazy())
+        let (tls, url) = (self.tls.clone(), self.url.clone());
+        let connector = tower::service_fn(move |_: tonic::transport::Uri| {
+            let (tls, url) = (tls.clone(), url.clone());
+            async move {
+                let io = tls.connect(&url, super::tls::Alpn::H2).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(io))
+            }
+        });
+        Ok(endpoint.connect_with_connector_lazy(connector))
     }
 
     fn request<T>(&self, message: T) -> tonic::Request<T> {
@@ -157,6 +163,15 @@ impl Call {
         });
         let answer = self.service()?.get_task(request).await;
         Ok(task(answer.map_err(|s| self.status(&s))?.into_inner()))
+    }
+
+    /// `GetExtendedAgentCard`.
+    pub(super) async fn get_extended_card(self) -> Result<super::card::AgentCard, ClientError> {
+        let request = self.request(pb::GetExtendedAgentCardRequest {
+            tenant: self.tenant.clone(),
+        });
+        let answer = self.service()?.get_extended_agent_card(request).await;
+        Ok(card(answer.map_err(|s| self.status(&s))?.into_inner()))
     }
 
     /// `CancelTask`.
@@ -259,11 +274,17 @@ pub(super) fn error_of(status: &tonic::Status, url: &url::Url, limit: usize) -> 
         {
             ClientError::EventTooLarge { limit }
         }
-        code => ClientError::Unavailable(format!(
-            "gRPC status {} from {}",
-            code_name(code),
-            crate::redact::url(url)
-        )),
+        // A connection that could not be made: a refused TLS handshake by its reason.
+        code => match super::tls::explain(status) {
+            Some(reason) => {
+                ClientError::Unavailable(format!("{reason} ({})", crate::redact::url(url)))
+            }
+            None => ClientError::Unavailable(format!(
+                "gRPC status {} from {}",
+                code_name(code),
+                crate::redact::url(url)
+            )),
+        },
     }
 }
 
@@ -410,6 +431,47 @@ fn status(s: Option<pb::TaskStatus>) -> TaskStatus {
         state,
         message: s.message.map(message),
         timestamp: s.timestamp.map(|t| t.to_string()),
+    }
+}
+
+/// The parts of a card the gateway uses (`super::card::AgentCard`).
+fn card(c: pb::AgentCard) -> super::card::AgentCard {
+    use super::card::{AgentCard, Capabilities, Interface, Skill};
+    let capabilities = c.capabilities.unwrap_or_default();
+    AgentCard {
+        name: c.name,
+        description: c.description,
+        version: Some(c.version).filter(|v| !v.is_empty()),
+        supported_interfaces: c
+            .supported_interfaces
+            .into_iter()
+            .map(|i| Interface {
+                url: i.url,
+                protocol_binding: i.protocol_binding,
+                protocol_version: i.protocol_version,
+                tenant: i.tenant,
+            })
+            .collect(),
+        capabilities: Capabilities {
+            streaming: capabilities.streaming,
+            extensions: capabilities
+                .extensions
+                .into_iter()
+                .map(|e| serde_json::json!({"uri": e.uri, "required": e.required}))
+                .collect(),
+            extended_agent_card: capabilities.extended_agent_card,
+        },
+        skills: c
+            .skills
+            .into_iter()
+            .map(|s| Skill {
+                description: s.description,
+                examples: s.examples,
+                id: s.id,
+                name: s.name,
+            })
+            .collect(),
+        ..AgentCard::default()
     }
 }
 

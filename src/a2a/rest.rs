@@ -70,6 +70,10 @@ pub fn request(base: &Url, op: Operation, params: Value) -> Result<Request, Unad
             path.push("tasks".into());
             (reqwest::Method::GET, false)
         }
+        Operation::ExtendedCard => {
+            path.push("extendedAgentCard".into());
+            (reqwest::Method::GET, false)
+        }
         Operation::CancelTask => {
             path.extend(["tasks".into(), format!("{}:cancel", id(&mut fields)?)]);
             (reqwest::Method::POST, true)

@@ -1,6 +1,6 @@
 //! An agent's `tls` and `credentials` sections (docs/security.md#upstream-trust), as written
-//! and parsed: what [`crate::upstream`] builds its TLS configuration and credential sources
-//! from.
+//! and parsed: the trust [`crate::a2a::tls`] builds its TLS configuration from, and what
+//! [`crate::upstream`] builds credential sources from.
 //!
 //! Parsed at start, so a certificate, key or token endpoint that cannot be used is a
 //! configuration problem named at start (by key), never a surprise on the first run. Every
@@ -23,6 +23,7 @@ use serde::Deserialize;
 use url::Url;
 
 use super::{err, resolve_reference, ConfigError, Problems, Secret};
+use crate::a2a::tls::{ClientIdentity, TlsTrust};
 
 /// `agents[].tls`, as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -77,33 +78,6 @@ pub struct TokenEndpointConfig {
     /// RFC 8707 `resource`.
     #[serde(default)]
     pub resource: Option<String>,
-}
-
-/// `agents[].tls`, parsed.
-#[derive(Debug, Clone, Default)]
-pub struct UpstreamTls {
-    /// Roots trusted besides the OS store and the built-in ones (`ca_file`).
-    pub extra_roots: Vec<CertificateDer<'static>>,
-    /// The client certificate and key (mTLS), if any.
-    pub client_identity: Option<ClientIdentity>,
-    /// The name to verify in place of the URL's host.
-    pub server_name: Option<ServerName<'static>>,
-}
-
-/// An mTLS client certificate chain and its key.
-#[derive(Clone)]
-pub struct ClientIdentity {
-    pub chain: Vec<CertificateDer<'static>>,
-    pub key: Arc<PrivateKeyDer<'static>>,
-}
-
-impl std::fmt::Debug for ClientIdentity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientIdentity")
-            .field("certificates", &self.chain.len())
-            .field("key", &"[redacted]")
-            .finish()
-    }
 }
 
 /// `agents[].credentials`, parsed: how the gateway authenticates to the agent
@@ -207,8 +181,8 @@ pub(crate) fn header_value_check(value: &str) -> Result<(), String> {
 }
 
 /// `tls`, parsed; problems pushed to `problems`.
-pub(crate) fn tls_settings(key: &str, tls: &TlsConfig, problems: &mut Problems) -> UpstreamTls {
-    let mut out = UpstreamTls::default();
+pub(crate) fn tls_settings(key: &str, tls: &TlsConfig, problems: &mut Problems) -> TlsTrust {
+    let mut out = TlsTrust::default();
     if let Some(path) = &tls.ca_file {
         let k = format!("{key}.tls.ca_file");
         match std::fs::read(path) {
@@ -262,6 +236,11 @@ pub(crate) fn tls_settings(key: &str, tls: &TlsConfig, problems: &mut Problems) 
                 format!("{name:?} is not a DNS name or an IP address"),
             )),
         }
+    }
+    // What rustls itself refuses (a key that does not sign for its certificate, a CA
+    // certificate that cannot be a root) is named now, not when the agent is first called.
+    if let Err(e) = crate::a2a::tls::AgentTls::new(&out) {
+        problems.push(err(format!("{key}.tls"), e));
     }
     out
 }

@@ -145,12 +145,15 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
     settings.limits.max_events_per_run = bounds.max_events;
     settings.timeouts.first_event = bounds.first_event;
     settings.timeouts.idle = bounds.idle;
-    let registry = Arc::new(Registry::new(
-        settings.agents.clone(),
-        reqwest::Client::new(),
-        Duration::from_secs(1),
-        1 << 20,
-    ));
+    let registry = Arc::new(
+        Registry::new(
+            settings.agents.clone(),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            1 << 20,
+        )
+        .unwrap(),
+    );
     let input: RunAgentInput = serde_json::from_value(serde_json::json!({
         "threadId": "thread", "runId": "run", "state": {}, "tools": [], "context": [],
         "forwardedProps": {}, "messages": [{"id": "u1", "role": "user", "content": "hi"}]

@@ -1,10 +1,12 @@
 //! The gateway against REAL agent frameworks (`tests/frameworks/<fw>/`, each README describes
 //! the peer and its wire shapes): Google ADK (`to_a2a`, A2A 1.0, model streaming `sse` and
 //! `none`, and its new executor `v2`), strands-agents (A2A 0.3, `default` and `compliant`
-//! streaming), pydantic-ai through fasta2a (1.0 shapes) and the A2A JS SDK (1.0). Each peer
-//! is a scripted agent (no model key, no network) started once per test binary and shared;
-//! every test starts its own gateway naming that peer and drives it with the real AG-UI
-//! client (`@ag-ui/client`).
+//! streaming), pydantic-ai through fasta2a (1.0 shapes) and the A2A JS SDK (1.0), the last
+//! over both of its bindings: JSON-RPC (`jsonrpc`) and its own HTTP+JSON handler (`rest`: a
+//! card with one HTTP+JSON interface, no JSON-RPC), each a2a_js scenario run on both from
+//! one test body. Each peer is a scripted agent (no model key, no network) started once per
+//! test binary and shared; every test starts its own gateway naming that peer, checks the
+//! binding the gateway selected, and drives it with the real AG-UI client (`@ag-ui/client`).
 //!
 //! Scripts (first word of the latest user message): `hello` streams "Hello from <fw>. This
 //! reply arrives in chunks."; `tool` calls get_weather(city=Paris) then says "It is sunny in
@@ -18,6 +20,8 @@ use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+use agui_a2a_gateway::a2a::card::Binding;
 
 use crate::support::*;
 
@@ -33,16 +37,19 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 /// How long one drive (one Node client process, all its steps) may take.
 const DRIVE_WITHIN: Duration = Duration::from_secs(90);
 
-/// Every peer this file starts: (framework, mode, A2A version it speaks).
-const PEERS: [(&str, &str, &str); 7] = [
-    ("adk", "sse", "1.0"),
-    ("adk", "none", "1.0"),
+/// Every peer this file starts: (framework, mode, A2A version it speaks, the binding its
+/// card offers).
+const PEERS: [(&str, &str, &str, Binding); 8] = [
+    ("adk", "sse", "1.0", Binding::JsonRpc),
+    ("adk", "none", "1.0", Binding::JsonRpc),
     // ADK's new executor (model streaming `sse`): text and tool calls travel in artifacts.
-    ("adk", "v2", "1.0"),
-    ("strands", "default", "0.3"),
-    ("strands", "compliant", "0.3"),
-    ("pydantic_ai", "default", "1.0"),
-    ("a2a_js", "default", "1.0"),
+    ("adk", "v2", "1.0", Binding::JsonRpc),
+    ("strands", "default", "0.3", Binding::JsonRpc),
+    ("strands", "compliant", "0.3", Binding::JsonRpc),
+    ("pydantic_ai", "default", "1.0", Binding::JsonRpc),
+    ("a2a_js", "jsonrpc", "1.0", Binding::JsonRpc),
+    // `agent.mjs --binding rest`: the SDK's `restHandler` under a path prefix.
+    ("a2a_js", "rest", "1.0", Binding::HttpJson),
 ];
 
 /// A running framework peer; lives for the whole test binary (it exits with it:
@@ -51,6 +58,8 @@ struct Peer {
     url: String,
     /// The A2A version its tasks are read back with (`tasks/get` or `GetTask`).
     protocol: &'static str,
+    /// The binding its card offers.
+    binding: Binding,
     /// Where its stderr goes.
     log: PathBuf,
     _child: Child,
@@ -61,13 +70,18 @@ fn peer(fw: &str, mode: &str) -> &'static Peer {
     static CELLS: [OnceLock<Peer>; PEERS.len()] = [const { OnceLock::new() }; PEERS.len()];
     let at = PEERS
         .iter()
-        .position(|(f, m, _)| *f == fw && *m == mode)
+        .position(|(f, m, _, _)| *f == fw && *m == mode)
         .unwrap_or_else(|| panic!("no peer {fw} {mode}"));
-    let (fw, mode, protocol) = PEERS[at];
-    CELLS[at].get_or_init(|| start_peer(fw, mode, protocol))
+    let (fw, mode, protocol, binding) = PEERS[at];
+    CELLS[at].get_or_init(|| start_peer(fw, mode, protocol, binding))
 }
 
-fn start_peer(fw: &'static str, mode: &'static str, protocol: &'static str) -> Peer {
+fn start_peer(
+    fw: &'static str,
+    mode: &'static str,
+    protocol: &'static str,
+    binding: Binding,
+) -> Peer {
     let dir = root().join("tests/frameworks").join(fw);
     let parent = std::process::id().to_string();
     let mut cmd = if fw == "a2a_js" {
@@ -79,6 +93,9 @@ fn start_peer(fw: &'static str, mode: &'static str, protocol: &'static str) -> P
         );
         let mut c = Command::new("node");
         c.arg(dir.join("agent.mjs"));
+        if mode == "rest" {
+            c.args(["--binding", "rest"]);
+        }
         c
     } else {
         let python = dir.join(".venv/bin/python");
@@ -132,17 +149,44 @@ fn start_peer(fw: &'static str, mode: &'static str, protocol: &'static str) -> P
     Peer {
         url,
         protocol,
+        binding,
         log,
         _child: child,
     }
 }
 
-/// A gateway naming the peer as agent `fw`; returns the gateway (keep it) and the run URL.
+/// A gateway naming the peer as agent `fw`, ready, and calling it over the binding its card
+/// offers (as `GET /agents/{fw}` shows); returns the gateway (keep it) and the run URL.
 async fn gateway_for(fw: &str, peer: &Peer) -> (Gateway, String) {
     let config = json!({"agents": [{"name": fw, "url": peer.url}]});
     let gw = Gateway::start(&config.to_string(), false).await;
+    wait_ready(&gw).await;
     let url = gw.agent_url(fw);
+    let view = get_json(&url).await;
+    assert_eq!(
+        view["binding"],
+        peer.binding.as_str(),
+        "{fw}: the binding the gateway selected from the card at {}: {view}",
+        peer.url
+    );
     (gw, url)
+}
+
+/// How long one plain request (to the gateway or a peer) may take.
+const REQUEST_WITHIN: Duration = Duration::from_secs(10);
+
+/// `GET url` as JSON, within [`REQUEST_WITHIN`].
+async fn get_json(url: &str) -> Value {
+    reqwest::Client::new()
+        .get(url)
+        .header("A2A-Version", "1.0")
+        .timeout(REQUEST_WITHIN)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
 }
 
 /// A thread id unique to this test binary's run.
@@ -323,8 +367,55 @@ async fn pydantic_ai_hello_is_one_streamed_reply() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a2a_js_hello_is_one_streamed_reply() {
-    hello("a2a_js", "default", true).await;
+async fn a2a_js_jsonrpc_hello_is_one_streamed_reply() {
+    hello("a2a_js", "jsonrpc", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_hello_is_one_streamed_reply() {
+    hello("a2a_js", "rest", true).await;
+}
+
+/// a2a_js `chunks` over `mode`'s binding: the artifact's three chunks (append, lastChunk)
+/// land in the state as one complete artifact and stream as one reply.
+async fn a2a_js_chunks(mode: &str) {
+    let p = peer("a2a_js", mode);
+    let (_gw, url) = gateway_for("a2a_js", p).await;
+    let what = format!("a2a_js {mode} chunks (peer log {})", p.log.display());
+    let steps = drive_steps(
+        &url,
+        &thread(&format!("chunks-a2a_js-{mode}")),
+        json!([{"message": "chunks please"}]),
+    )
+    .await;
+    let s = &steps[0];
+    assert_finished(s, "success", &what);
+    let task = s["state"]["a2a"]["task"]["id"].as_str().unwrap_or_default();
+    let artifact = &s["state"]["view"]["artifacts"][format!("{task}-reply")];
+    assert_eq!(
+        (&artifact["text"], &artifact["complete"]),
+        (&json!(format!("Hello from a2a_js. {HELLO}")), &json!(true)),
+        "{what}: {}",
+        s["state"]["view"]
+    );
+    let reply = assert_reply_once(s, HELLO, &what);
+    let id = reply["id"].as_str().unwrap();
+    assert_eq!(
+        content_events(s, id),
+        3,
+        "{what}: one TEXT_MESSAGE_CONTENT per chunk:{}",
+        brief(s)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_artifact_chunks_are_one_artifact_and_one_reply() {
+    a2a_js_chunks("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_artifact_chunks_are_one_artifact_and_one_reply() {
+    a2a_js_chunks("rest").await;
 }
 
 /// A finished `tool` run: its gateway (still serving), the agent URL, the thread and the step.
@@ -497,9 +588,23 @@ async fn pydantic_ai_tool_reply_arrives_once() {
 // a2a_js: `tool` is not scripted (the SDK has no tool abstraction; README), it answers like
 // `hello`: no tool test there.
 
-/// Reads a task straight from the peer (JSON-RPC, bypassing the gateway).
+/// Reads a task straight from the peer over its own binding, bypassing the gateway.
 async fn upstream_task(p: &Peer, task_id: &str) -> Value {
-    upstream_get_task(&p.url, p.protocol, task_id).await
+    if p.binding != Binding::HttpJson {
+        return upstream_get_task(&p.url, p.protocol, task_id).await;
+    }
+    let task = get_json(&format!("{}/tasks/{task_id}", interface_url(p).await)).await;
+    assert!(task["status"].is_object(), "GET tasks/{task_id}: {task}");
+    task
+}
+
+/// The URL of the peer's first interface, as its card names it.
+async fn interface_url(p: &Peer) -> String {
+    let card = get_json(&format!("{}.well-known/agent-card.json", p.url)).await;
+    card["supportedInterfaces"][0]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no interface URL in {card}"))
+        .to_owned()
 }
 
 /// `completed` for both `completed` (0.3) and `TASK_STATE_COMPLETED` (1.0).
@@ -613,12 +718,13 @@ async fn adk_long_running_call_is_answered_by_a_resume() {
     approve_and_resume("adk", "sse", json!(ANSWER), DONE).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a2a_js_input_required_is_answered_once_and_a_replayed_resume_is_harmless() {
-    let p = peer("a2a_js", "default");
+/// a2a_js `approve` over `mode`'s binding: the resume is answered once, and the same resume
+/// replayed does no harm.
+async fn a2a_js_input_required(mode: &str) {
+    let p = peer("a2a_js", mode);
     let (_gw, url) = gateway_for("a2a_js", p).await;
-    let what = format!("a2a_js approve (peer log {})", p.log.display());
-    let thread = thread("approve-a2a_js");
+    let what = format!("a2a_js {mode} approve (peer log {})", p.log.display());
+    let thread = thread(&format!("approve-a2a_js-{mode}"));
     let steps = drive_steps(
         &url,
         &thread,
@@ -695,6 +801,76 @@ async fn a2a_js_input_required_is_answered_once_and_a_replayed_resume_is_harmles
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_input_required_is_answered_once_and_a_replayed_resume_is_harmless() {
+    a2a_js_input_required("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_input_required_is_answered_once_and_a_replayed_resume_is_harmless() {
+    a2a_js_input_required("rest").await;
+}
+
+/// a2a_js over `mode`'s binding: the threads API lists a finished and a waiting
+/// conversation through the SDK's `ListTasks` and reads the waiting one back.
+async fn a2a_js_threads(mode: &str) {
+    let p = peer("a2a_js", mode);
+    let (_gw, url) = gateway_for("a2a_js", p).await;
+    let what = format!("a2a_js {mode} threads (peer log {})", p.log.display());
+    let (done, wait) = (
+        thread(&format!("threads-done-a2a_js-{mode}")),
+        thread(&format!("threads-wait-a2a_js-{mode}")),
+    );
+    let steps = drive_steps(&url, &done, json!([{"message": "hello"}])).await;
+    assert_finished(&steps[0], "success", &what);
+    let steps = drive_steps(&url, &wait, json!([{"message": "approve the report"}])).await;
+    assert_asks(&steps[0], &what);
+
+    let list = get_json(&format!("{url}/threads?pageSize=100")).await;
+    assert_eq!(list["source"], "upstream", "{what}: {list}");
+    let status_of = |thread: &str| {
+        list["threads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["threadId"] == thread)
+            .and_then(|t| t["status"].as_str())
+    };
+    assert_eq!(
+        (status_of(&done), status_of(&wait)),
+        (Some("idle"), Some("input-required")),
+        "{what}: {list}"
+    );
+    let read = get_json(&format!("{url}/threads/{wait}")).await;
+    let messages: Vec<(&str, &str)> = read["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: {read}"))
+        .iter()
+        .filter(|m| m["role"] != "activity")
+        .map(|m| (m["role"].as_str().unwrap_or("?"), content(m)))
+        .collect();
+    assert_eq!(
+        messages,
+        [("user", "approve the report"), ("assistant", QUESTION)],
+        "{what}: {read}"
+    );
+    assert_eq!(
+        read["pendingInterrupts"].as_array().map(Vec::len),
+        Some(1),
+        "{what}: {read}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_threads_are_listed_and_read_through_list_tasks() {
+    a2a_js_threads("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_threads_are_listed_and_read_through_list_tasks() {
+    a2a_js_threads("rest").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn strands_refused_resume_keeps_the_interrupt_for_a_proper_one() {
     let p = peer("strands", "default");
     let (_gw, url) = gateway_for("strands", p).await;
@@ -748,4 +924,180 @@ async fn strands_refused_resume_keeps_the_interrupt_for_a_proper_one() {
     assert_reply_once(answer, DONE, &format!("{what}: the proper resume"));
     let task = upstream_task(p, &task_id).await;
     assert_eq!(task_state(&task), "completed", "{what}: {task}");
+}
+
+/// The gateway's A2A client against a2a_js over `mode`'s binding: every call it makes
+/// (stream with both readers, blocking send, subscribe, get, list, cancel) and the SDK's
+/// refusals, each landing on its A2A code (docs/bindings.md#errors-one-table-srca2aerrorsrs).
+async fn a2a_js_client(mode: &str) {
+    use agui_a2a_gateway::a2a::client::{Client, ClientError, Endpoint};
+    use agui_a2a_gateway::a2a::model::{
+        OutgoingMessage, Part, ProtocolVersion, StreamEvent, TaskState,
+    };
+    use agui_a2a_gateway::a2a::rpc_code;
+    use futures::StreamExt;
+
+    let p = peer("a2a_js", mode);
+    let what = format!("a2a_js {mode} client (peer log {})", p.log.display());
+    let endpoint = Endpoint {
+        binding: p.binding,
+        ..Endpoint::json_rpc(
+            interface_url(p).await.parse().unwrap(),
+            ProtocolVersion::V1,
+            Default::default(),
+        )
+    };
+    let a2a = Client::new(reqwest::Client::new(), endpoint, 1 << 20, REQUEST_WITHIN);
+    let message = |text: &str, task: Option<&str>, context: Option<&str>| OutgoingMessage {
+        message_id: format!("client-{mode}-{}", uuid::Uuid::new_v4()),
+        parts: vec![Part::text(text)],
+        task_id: task.map(str::to_owned),
+        context_id: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let code = |e: ClientError| match e {
+        ClientError::Rpc(rpc) => rpc.code,
+        other => panic!("{what}: not an A2A error: {other}"),
+    };
+    let collect = |stream| async move {
+        tokio::time::timeout(REQUEST_WITHIN, async {
+            let stream: agui_a2a_gateway::a2a::client::EventStream = stream;
+            stream
+                .map(Result::unwrap)
+                .collect::<Vec<StreamEvent>>()
+                .await
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the stream did not end within {REQUEST_WITHIN:?}"))
+    };
+    let last_state = |events: &[StreamEvent]| match events.last() {
+        Some(StreamEvent::StatusUpdate(u)) => u.status.state.clone(),
+        other => panic!("{what}: the stream ends with {other:?}"),
+    };
+
+    // hello, read by reqwest and by the direct reader: the same events.
+    let mut counts = Vec::new();
+    for reader in [a2a.clone(), a2a.clone().with_direct_streams(REQUEST_WITHIN)] {
+        let hello = message("hello", None, None);
+        let events = collect(reader.stream_message(&hello, None).await.unwrap()).await;
+        assert_eq!(
+            last_state(&events),
+            TaskState::Completed,
+            "{what}: {events:?}"
+        );
+        counts.push(events.len());
+    }
+    assert_eq!(counts[0], counts[1], "{what}: both readers");
+
+    // approve, blocking: the task waits for the answer.
+    let asked = a2a
+        .send_message(&message("approve", None, None), None, None)
+        .await;
+    let Ok(StreamEvent::Task(task)) = asked else {
+        panic!("{what}: a task, not {asked:?}");
+    };
+    assert_eq!(task.status.state, TaskState::InputRequired, "{what}");
+    let context = task.context_id.as_deref();
+
+    // Subscribing to the waiting task opens with its snapshot (the SDK then holds the
+    // stream open: the task's event bus lives on in input-required).
+    let mut live = a2a.subscribe(&task.id).await.unwrap();
+    let first = tokio::time::timeout(REQUEST_WITHIN, live.next()).await;
+    assert!(
+        matches!(&first, Ok(Some(Ok(StreamEvent::Task(t)))) if t.id == task.id
+            && t.status.state == TaskState::InputRequired),
+        "{what}: the subscription's first event: {first:?}"
+    );
+    drop(live);
+
+    let read = a2a.get_task(&task.id, Some(1)).await.unwrap();
+    assert_eq!((&read.id, read.history.len()), (&task.id, 1), "{what}");
+    let page = a2a.list_tasks(context, 10, None, 0, true).await.unwrap();
+    let listed: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(listed, [task.id.as_str()], "{what}");
+
+    // The answer on the same task, streamed: it completes.
+    let answer = message(ANSWER, Some(&task.id), context);
+    let events = collect(a2a.stream_message(&answer, None).await.unwrap()).await;
+    assert_eq!(
+        last_state(&events),
+        TaskState::Completed,
+        "{what}: {events:?}"
+    );
+
+    // The SDK refuses what a finished task cannot do, before any stream opens.
+    let again = message(ANSWER, Some(&task.id), context);
+    let again = a2a
+        .stream_message(&again, None)
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(
+        code(again),
+        rpc_code::UNSUPPORTED_OPERATION,
+        "{what}: a second answer"
+    );
+    let resubscribed = a2a.subscribe(&task.id).await.map(|_| ()).unwrap_err();
+    assert_eq!(
+        code(resubscribed),
+        rpc_code::UNSUPPORTED_OPERATION,
+        "{what}: subscribe"
+    );
+    let cancel = a2a.cancel_task(&task.id).await.unwrap_err();
+    assert_eq!(
+        code(cancel),
+        rpc_code::TASK_NOT_CANCELABLE,
+        "{what}: cancel"
+    );
+    for id in ["no-such-task", ".."] {
+        let missing = a2a.get_task(id, None).await.unwrap_err();
+        assert!(missing.is_task_not_found(), "{what}: {id}: {missing}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_answers_and_errors_reach_the_a2a_client() {
+    a2a_js_client("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_answers_and_errors_reach_the_a2a_client() {
+    a2a_js_client("rest").await;
+}
+
+/// a2a_js `approve`, then a `cancelled` resume over `mode`'s binding: the gateway cancels the
+/// waiting task and the run finishes cancelled.
+async fn a2a_js_cancelled_resume(mode: &str) {
+    let p = peer("a2a_js", mode);
+    let (_gw, url) = gateway_for("a2a_js", p).await;
+    let what = format!(
+        "a2a_js {mode} cancelled resume (peer log {})",
+        p.log.display()
+    );
+    let steps = drive_steps(
+        &url,
+        &thread(&format!("cancel-a2a_js-{mode}")),
+        json!([{"message": "approve the report"}, {"resume": {"status": "cancelled"}}]),
+    )
+    .await;
+    let task_id = assert_asks(&steps[0], &what);
+    assert_finished(&steps[1], "cancelled", &what);
+    assert_eq!(
+        steps[1]["state"]["a2a"]["task"]["state"],
+        "canceled",
+        "{what}:{}",
+        brief(&steps[1])
+    );
+    let task = upstream_task(p, &task_id).await;
+    assert_eq!(task_state(&task), "canceled", "{what}: {task}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_jsonrpc_cancelled_resume_cancels_the_waiting_task() {
+    a2a_js_cancelled_resume("jsonrpc").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a2a_js_rest_cancelled_resume_cancels_the_waiting_task() {
+    a2a_js_cancelled_resume("rest").await;
 }

@@ -15,7 +15,8 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn require(path: &Path, what: &str) -> PathBuf {
+/// `path` (a test peer's install) exists; else the test fails saying how to install it.
+pub fn require(path: &Path, what: &str) -> PathBuf {
     assert!(
         path.exists(),
         "{what} is missing at {}: run `bash scripts/test` (it installs the test peers)",

@@ -2,7 +2,29 @@
 gateway's end-to-end tests.
 
 Usage: python ref_agent.py --versions both|1.0|0.3|rest|grpc [--port 0] [--declare-lane]
+    [--require-jwt JWKS_URL --audience AUD [--issuer ISS] [--require-scope SCOPE]]
+    [--require-bearer FILE] [--require-api-key FILE]
+    [--card-security KIND[,KIND...]]... [--oauth-issuer URL] [--extended-card]
+    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 Prints "READY <base-url>" on stdout once it is ready to serve (see tests/peer_serve.py).
+
+Identity (tests/identity/README.md; not with grpc): any of these flags puts the verifying
+front of tests/upstream/auth_guard.py before the agent (with its /_test/ routes):
+- --require-jwt JWKS_URL --audience AUD: every request but the card needs a Bearer JWT
+  signed by a key of that JWKS, unexpired, for AUD (and from ISS, with SCOPE, if given);
+  --require-bearer FILE: a static bearer equal to FILE's current content;
+  --require-api-key FILE: header X-API-Key equal to FILE's current content.
+- --card-security KINDS: the card declares security schemes and requirements the A2A 1.0 way
+  (securitySchemes + securityRequirements; 0.3: securitySchemes + security). KINDS is a
+  comma-separated list of oauth2, oidc, bearer, apikey, mtls that must all be met (one
+  requirement); repeating the flag adds alternatives. oauth2 and oidc point at
+  --oauth-issuer (default: the origin of --require-jwt's URL).
+- --extended-card: the card says an extended card exists (capabilities.extendedAgentCard;
+  0.3: supportsAuthenticatedExtendedCard) and GetExtendedAgentCard (0.3:
+  agent/getAuthenticatedExtendedCard; REST: GET /extendedAgentCard) answers, behind the
+  checks above, with the card plus the skill "extended".
+- --tls-cert/--tls-key: HTTPS (the card lists https:// URLs); --tls-client-ca: a client
+  certificate signed by that CA is required in the handshake (mTLS).
 
 - both: A2A 1.0 JSON-RPC with the SDK's v0.3 compatibility layer on the same URL, and the
   SDK's own HTTP+JSON routes under /rest (the card lists JSONRPC 1.0, JSONRPC 0.3, then
@@ -23,7 +45,8 @@ Prints "READY <base-url>" on stdout once it is ready to serve (see tests/peer_se
 
 Scripted by the first word of the first user message of a task: echo X, artifact, approve,
 auth, form, state, slow N, fail, reject, crash, hangup (the stream ends, the task
-stays working), msg X, and for the forwarding lane
+stays working), msg X, whoami ("you are <sub>": the subject of the request's verified JWT,
+"anonymous" without one), and for the forwarding lane
 (docs/forwarding.md):
 - inspect: completes with an artifact "inspect" holding one data part {"metadata",
   "extensions", "header", "parts"}: the received message's metadata (or null), its
@@ -40,11 +63,13 @@ stays working), msg X, and for the forwarding lane
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
 import socket
 import sys
+import urllib.parse
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -72,11 +97,23 @@ from a2a.types import (
     AgentExtension,
     AgentInterface,
     AgentSkill,
+    APIKeySecurityScheme,
+    ClientCredentialsOAuthFlow,
+    HTTPAuthSecurityScheme,
+    MutualTlsSecurityScheme,
+    OAuth2SecurityScheme,
+    OAuthFlows,
+    OpenIdConnectSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
     TaskState,
 )
+from a2a.compat.v0_3.conversions import to_compat_security_requirement, to_compat_security_scheme
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from peer_serve import serve  # noqa: E402 (tests/peer_serve.py)
+from auth_guard import API_KEY_HEADER, AuthGuard, Jwks, JwtCheck  # noqa: E402 (beside this file)
 
 INTERRUPTED = (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
 
@@ -253,6 +290,10 @@ class ScriptedExecutor(AgentExecutor):
                 await updater.complete(say("No frontend tools."))
         elif command == "statepatch":
             await updater.complete(say(describe_state(context.message)))
+        elif command == "whoami":
+            user = context.call_context.user if context.call_context else None
+            name = user.user_name if user is not None and user.is_authenticated else "anonymous"
+            await updater.complete(say(f"you are {name}"))
         else:
             await updater.complete(say(f"unknown scenario: {text}"))
 
@@ -260,6 +301,24 @@ class ScriptedExecutor(AgentExecutor):
         task = context.current_task
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.cancel(updater.new_agent_message([new_text_part("Canceled by client.")]))
+
+
+def legacy_security(card) -> dict:
+    """The 0.3 card's securitySchemes / security / supportsAuthenticatedExtendedCard."""
+
+    def dump(value):
+        # The SDK gives a scheme as a pydantic model, a requirement as a plain dict.
+        if isinstance(value, dict):
+            return value
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    out = {}
+    if card.security_schemes:
+        out["securitySchemes"] = {k: dump(to_compat_security_scheme(v)) for k, v in card.security_schemes.items()}
+        out["security"] = [dump(to_compat_security_requirement(r)) for r in card.security_requirements]
+    if card.capabilities.extended_agent_card:
+        out["supportsAuthenticatedExtendedCard"] = True
+    return out
 
 
 def v1_method_guard(app):
@@ -303,14 +362,70 @@ def rest_routes(handler, path_prefix: str = "") -> list:
     return [r for r in create_rest_routes(handler, path_prefix=path_prefix) if isinstance(r, Route)]
 
 
-def build(versions: str, base: str, declare_lane: bool = False):
-    card, handler = agent(versions, base, declare_lane)
+@dataclasses.dataclass
+class Identity:
+    """The identity flags (module docstring); all off by default."""
+
+    card_security: list = dataclasses.field(default_factory=list)  # of lists of kinds
+    oauth_issuer: str | None = None
+    scope: str | None = None
+    extended_card: bool = False
+
+
+# The card's security scheme per --card-security kind (A2A 1.0 SecurityScheme).
+SECURITY_KINDS = ("oauth2", "oidc", "bearer", "apikey", "mtls")
+
+
+def security_scheme(kind: str, ident: Identity) -> SecurityScheme:
+    issuer = (ident.oauth_issuer or "http://127.0.0.1:9").rstrip("/")
+    if kind == "oauth2":
+        flow = ClientCredentialsOAuthFlow(token_url=f"{issuer}/token", scopes={ident.scope or "agents.invoke": "call the agent"})
+        return SecurityScheme(
+            oauth2_security_scheme=OAuth2SecurityScheme(
+                flows=OAuthFlows(client_credentials=flow),
+                oauth2_metadata_url=f"{issuer}/.well-known/openid-configuration",
+            )
+        )
+    if kind == "oidc":
+        url = f"{issuer}/.well-known/openid-configuration"
+        return SecurityScheme(open_id_connect_security_scheme=OpenIdConnectSecurityScheme(open_id_connect_url=url))
+    if kind == "bearer":
+        return SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="Bearer", bearer_format="JWT"))
+    if kind == "apikey":
+        return SecurityScheme(api_key_security_scheme=APIKeySecurityScheme(location="header", name=API_KEY_HEADER))
+    return SecurityScheme(mtls_security_scheme=MutualTlsSecurityScheme(description="a client certificate from the test CA"))
+
+
+def card_security(ident: Identity) -> tuple[dict, list]:
+    """(security_schemes, security_requirements) of the card: one requirement per flag."""
+    schemes, requirements = {}, []
+    for kinds in ident.card_security:
+        needed = {}
+        for kind in kinds:
+            schemes[kind] = security_scheme(kind, ident)
+            scopes = [ident.scope or "agents.invoke"] if kind in ("oauth2", "oidc") else []
+            needed[kind] = StringList(list=scopes)
+        requirements.append(SecurityRequirement(schemes=needed))
+    return schemes, requirements
+
+
+EXTENDED_SKILL = AgentSkill(
+    id="extended",
+    name="Extended skill",
+    description="Listed only in the extended card, served to authenticated callers.",
+    tags=["test"],
+)
+
+
+def build(versions: str, base: str, declare_lane: bool = False, ident: Identity | None = None):
+    ident = ident or Identity()
+    card, handler = agent(versions, base, declare_lane, ident)
     if versions == "grpc":
         return Starlette(routes=create_agent_card_routes(card)), handler
     return app(versions, base, declare_lane, card, handler)
 
 
-def agent(versions: str, base: str, declare_lane: bool):
+def agent(versions: str, base: str, declare_lane: bool, ident: Identity):
     interfaces = []
     if versions in ("both", "1.0"):
         interfaces.append(AgentInterface(url=base, protocol_binding="JSONRPC", protocol_version="1.0"))
@@ -345,13 +460,26 @@ def agent(versions: str, base: str, declare_lane: bool):
             streaming=True,
             push_notifications=False,
             extensions=[AgentExtension(uri=u) for u in LANE_EXTENSIONS] if declare_lane else [],
+            extended_agent_card=True if ident.extended_card else None,
         ),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[skill],
     )
+    schemes, requirements = card_security(ident)
+    for name, scheme in schemes.items():
+        card.security_schemes[name].CopyFrom(scheme)
+    card.security_requirements.extend(requirements)
+    extended = None
+    if ident.extended_card:
+        extended = AgentCard()
+        extended.CopyFrom(card)
+        extended.skills.append(EXTENDED_SKILL)
     handler = DefaultRequestHandlerV2(
-        agent_executor=ScriptedExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=ScriptedExecutor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
+        extended_agent_card=extended,
     )
     return card, handler
 
@@ -377,6 +505,7 @@ def app(versions: str, base: str, declare_lane: bool, card, handler):
             "defaultOutputModes": ["text/plain"],
             "skills": [{"id": "scripted", "name": skill.name, "description": skill.description, "tags": ["test"]}],
         }
+        legacy_card |= legacy_security(card)
         routes.append(Route("/.well-known/agent-card.json", lambda _r: JSONResponse(legacy_card)))
         return v1_method_guard(Starlette(routes=routes))
     routes += create_agent_card_routes(card)
@@ -452,6 +581,51 @@ def serve_grpc(declare_lane: bool, port: int, parent_pid: int):
     asyncio.run(run())
 
 
+def identity_args(parser) -> None:
+    """The identity flags (module docstring)."""
+    checks = parser.add_mutually_exclusive_group()
+    checks.add_argument("--require-jwt", metavar="JWKS_URL", help="require a Bearer JWT signed by a key of this JWKS")
+    checks.add_argument("--require-bearer", metavar="FILE", help="require a Bearer equal to FILE's current content")
+    checks.add_argument("--require-api-key", metavar="FILE", help="require X-API-Key equal to FILE's current content")
+    parser.add_argument("--audience", help="the aud a JWT must hold (with --require-jwt)")
+    parser.add_argument("--issuer", help="the iss a JWT must have (with --require-jwt)")
+    parser.add_argument("--require-scope", help="a scope a JWT must hold; also the card's oauth2 scope")
+    parser.add_argument(
+        "--card-security",
+        action="append",
+        default=[],
+        metavar="KIND[,KIND...]",
+        help=f"declare a security requirement of these kinds ({', '.join(SECURITY_KINDS)}); repeat for alternatives",
+    )
+    parser.add_argument("--oauth-issuer", help="the issuer the card's oauth2/oidc schemes point at")
+    parser.add_argument("--extended-card", action="store_true", help="declare and serve an extended card")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    parser.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
+    parser.add_argument("--tls-client-ca", help="require a client certificate signed by this CA (PEM)")
+
+
+def identity_of(parser, args) -> tuple[Identity, dict | None, bool]:
+    """(card identity, TLS options for peer_serve, whether the verifying front is wanted)."""
+    kinds = [[k.strip() for k in flag.split(",") if k.strip()] for flag in args.card_security]
+    for k in (k for ks in kinds for k in ks):
+        if k not in SECURITY_KINDS:
+            parser.error(f"--card-security: unknown kind {k} (one of {', '.join(SECURITY_KINDS)})")
+    if args.require_jwt and not args.audience:
+        parser.error("--require-jwt needs --audience")
+    if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_client_ca and not args.tls_cert):
+        parser.error("--tls-cert and --tls-key go together (and --tls-client-ca needs them)")
+    issuer = args.oauth_issuer
+    if issuer is None and args.require_jwt:
+        parts = urllib.parse.urlsplit(args.require_jwt)
+        issuer = f"{parts.scheme}://{parts.netloc}"
+    ident = Identity(card_security=kinds, oauth_issuer=issuer, scope=args.require_scope, extended_card=args.extended_card)
+    tls = {"cert": args.tls_cert, "key": args.tls_key, "client_ca": args.tls_client_ca} if args.tls_cert else None
+    guarded = any(
+        [args.require_jwt, args.require_bearer, args.require_api_key, kinds, args.extended_card, tls, args.require_scope]
+    )
+    return ident, tls, guarded
+
+
 def main():
     # The crash scenario raises on purpose; keep the SDK's tracebacks out of test output.
     logging.disable(logging.CRITICAL)
@@ -462,14 +636,24 @@ def main():
     parser.add_argument(
         "--declare-lane", action="store_true", help="declare the forwarding lane's extensions in the card"
     )
+    identity_args(parser)
     args = parser.parse_args()
+    ident, tls, guarded = identity_of(parser, args)
     if args.versions == "grpc":
+        if guarded:
+            parser.error("the identity flags are not supported with --versions grpc")
         return serve_grpc(args.declare_lane, args.port, args.parent_pid)
-    serve(
-        lambda base, _port: build(args.versions, base, args.declare_lane),
-        port=args.port,
-        parent_pid=args.parent_pid,
-    )
+
+    def build_guarded(base, _port):
+        built = build(args.versions, base, args.declare_lane, ident)
+        if not guarded:
+            return built
+        jwt = None
+        if args.require_jwt:
+            jwt = JwtCheck(Jwks(args.require_jwt), args.audience, args.issuer, args.require_scope)
+        return AuthGuard(built, jwt=jwt, bearer_file=args.require_bearer, api_key_file=args.require_api_key)
+
+    serve(build_guarded, port=args.port, parent_pid=args.parent_pid, tls=tls)
 
 
 if __name__ == "__main__":

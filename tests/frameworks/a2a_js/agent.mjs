@@ -1,15 +1,19 @@
 // A scripted A2A test peer built on the JavaScript A2A SDK (@a2a-js/sdk 1.3.0), wired the
 // way the SDK's README and its sample-agent show: AgentExecutor + DefaultRequestHandler +
-// InMemoryTaskStore behind the express `jsonRpcHandler` and `agentCardHandler`.
-// There is no model: the executor plays a typical a2a-js agent from a script.
+// InMemoryTaskStore behind the express `jsonRpcHandler` (or `restHandler`) and
+// `agentCardHandler`. There is no model: the executor plays a typical a2a-js agent from a script.
 //
-// Usage: node agent.mjs --port 0 [--versions 1.0|both] [--parent-pid PID]
+// Usage: node agent.mjs --port 0 [--versions 1.0|both] [--binding jsonrpc|rest] [--parent-pid PID]
 // Prints exactly one line "READY <base-url>" on stdout once it listens on 127.0.0.1;
 // everything else (the SDK's own console output included) goes to stderr.
 //
 //   --versions 1.0   (default) A2A 1.0 JSON-RPC only, as in the SDK's sample-agent.
 //   --versions both  also the SDK's opt-in v0.3 compatibility layer (legacyCompat) on the
 //                    same URL; the card lists both interfaces (duplicateInterfacesForLegacy).
+//   --binding jsonrpc (default) JSON-RPC at the base URL.
+//   --binding rest   the SDK's HTTP+JSON handler only (`restHandler`), mounted under
+//                    REST_PREFIX as the SDK's multi-transport-agent sample mounts it; the card
+//                    lists one HTTP+JSON 1.0 interface and no JSON-RPC (1.0 only).
 //
 // Scripted by the FIRST WORD of the latest user message text (case-insensitive), unless
 // the message continues a task that waits in input-required (then it is the answer):
@@ -19,6 +23,8 @@
 //   approve: Task, `working`, `input-required` with "Approve sending the report?"; the
 //        follow-up message on the same taskId gets `completed` with "Done: <answer>.".
 //   tool: not scripted (the SDK has no tool-call convention); handled like hello.
+// Cancel: a running task ends `canceled` at its next step; a task waiting in input-required
+// is ended `canceled` by cancelTask itself (the SDK's cancel waits for that event).
 
 import http from 'node:http';
 import { parseArgs } from 'node:util';
@@ -26,7 +32,7 @@ import { parseArgs } from 'node:util';
 import express from 'express';
 import { AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
-import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
 
 // stdout carries only the READY line.
@@ -38,6 +44,8 @@ const HELLO_CHUNKS = [`Hello`, ` from ${FW}.`, ` This reply arrives in chunks.`]
 const ARTIFACT_CHUNKS = [`Hello from ${FW}.`, ` This reply`, ` arrives in chunks.`];
 const QUESTION = 'Approve sending the report?';
 const PAUSE_MS = 20;
+// Where `--binding rest` mounts the SDK's HTTP+JSON routes (as its multi-transport-agent sample).
+const REST_PREFIX = 'a2a/rest';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = () => new Date().toISOString();
@@ -68,15 +76,34 @@ function textOf(message) {
 
 class ScriptedExecutor {
   cancelled = new Set();
+  // Tasks waiting in input-required: taskId -> contextId. No execute() runs for them.
+  parked = new Map();
 
-  cancelTask = async (taskId) => {
-    this.cancelled.add(taskId);
+  // A running task sees the flag at its next step (the SDK samples' pattern). A parked task
+  // has no execute() to see it, and the SDK's cancel waits for a terminal event on the
+  // task's bus (kept alive in input-required), so it is published here (README: Cancel).
+  cancelTask = async (taskId, eventBus) => {
+    const contextId = this.parked.get(taskId);
+    if (contextId === undefined) {
+      this.cancelled.add(taskId);
+      return;
+    }
+    this.parked.delete(taskId);
+    eventBus.publish(
+      AgentEvent.statusUpdate({
+        taskId,
+        contextId,
+        status: { state: TaskState.TASK_STATE_CANCELED, timestamp: now(), message: undefined },
+        metadata: {},
+      })
+    );
   };
 
   async execute(requestContext, eventBus) {
     const userMessage = requestContext.userMessage;
     const existingTask = requestContext.task;
     const { taskId, contextId } = requestContext;
+    this.parked.delete(taskId);
     const status = (state, message) =>
       eventBus.publish(
         AgentEvent.statusUpdate({ taskId, contextId, status: { state, message, timestamp: now() }, metadata: {} })
@@ -112,6 +139,7 @@ class ScriptedExecutor {
         status(TaskState.TASK_STATE_WORKING, undefined);
         await sleep(PAUSE_MS);
         status(TaskState.TASK_STATE_INPUT_REQUIRED, agentMessage(QUESTION, taskId, contextId));
+        this.parked.set(taskId, contextId);
         return;
       }
 
@@ -161,8 +189,11 @@ class ScriptedExecutor {
   }
 }
 
-function buildCard(base, versions) {
-  const v1 = [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }];
+function buildCard(base, versions, binding) {
+  const v1 =
+    binding === 'rest'
+      ? [{ url: `${base}${REST_PREFIX}`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' }]
+      : [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }];
   return {
     name: `Scripted ${FW} peer`,
     description: 'Scripted @a2a-js/sdk 1.3.0 agent (no model) for gateway tests.',
@@ -195,6 +226,7 @@ function main() {
     options: {
       port: { type: 'string', default: '0' },
       versions: { type: 'string', default: '1.0' },
+      binding: { type: 'string', default: 'jsonrpc' },
       'parent-pid': { type: 'string', default: '0' },
     },
   });
@@ -202,15 +234,23 @@ function main() {
     console.error(`--versions must be 1.0 or both, not ${values.versions}`);
     process.exit(2);
   }
+  if (!['jsonrpc', 'rest'].includes(values.binding) || (values.binding === 'rest' && values.versions !== '1.0')) {
+    console.error(`--binding must be jsonrpc, or rest with --versions 1.0; not ${values.binding} ${values.versions}`);
+    process.exit(2);
+  }
   const server = http.createServer();
   server.listen(Number(values.port), '127.0.0.1', () => {
     const base = `http://127.0.0.1:${server.address().port}/`;
-    const card = buildCard(base, values.versions);
+    const card = buildCard(base, values.versions, values.binding);
     const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new ScriptedExecutor());
     const legacyCompat = { enabled: values.versions === 'both' };
     const app = express();
     app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler, legacyCompat }));
-    app.use(jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
+    if (values.binding === 'rest') {
+      app.use(`/${REST_PREFIX}`, restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication }));
+    } else {
+      app.use(jsonRpcHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat }));
+    }
     server.on('request', app);
     process.stdout.write(`READY ${base}\n`);
   });
