@@ -11,6 +11,7 @@ mod auth;
 mod bindings;
 mod console;
 mod copilotkit;
+mod credentials;
 mod fake;
 mod frameworks;
 mod hostile;
