@@ -206,37 +206,83 @@ async fn oauth2_tokens_refresh_across_a_long_run_and_after_it() {
     );
 }
 
+/// A TCP proxy to `target` (`host:port`) that holds every connection until released: the
+/// token endpoint made slow, so that runs overlap one token request.
+struct HeldProxy {
+    url: String,
+    release: tokio::sync::watch::Sender<bool>,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HeldProxy {
+    async fn start(target: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (release, held) = tokio::sync::watch::channel(false);
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (mut held, target) = (held.clone(), target.clone());
+                tokio::spawn(async move {
+                    let _ = held.wait_for(|released| *released).await;
+                    let mut out = tokio::net::TcpStream::connect(target).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                });
+            }
+        });
+        Self {
+            url,
+            release,
+            connections,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn fifty_concurrent_runs_cause_one_token_request() {
-    // The card read's token lives a second; the next one an hour.
-    let idp = OauthServer::start(&OauthOptions {
-        expires_in: 1,
-        ..Default::default()
-    });
+    let idp = OauthServer::start(&OauthOptions::default());
     let agent = jwt_agent(&idp);
-    let gw = gateway(&agent, json!({"oauth2": endpoint(&idp)}), None).await;
-    wait_ready(&gw).await;
+    // The token endpoint answers only once fifty runs wait for a token.
+    let proxy = HeldProxy::start(idp.issuer.trim_start_matches("http://").to_owned()).await;
+    let mut oauth2 = endpoint(&idp);
+    oauth2["token_url"] = json!(format!("{}/token", proxy.url));
+    let gw = gateway(&agent, json!({"oauth2": oauth2}), None).await;
     let url = gw.agent_url("secure");
-    assert_eq!(
-        reply(&run_as(&url, None, "first", "echo first").await),
-        "first"
-    );
-    idp.set_expires_in(3600).await;
-    until_expired(&last_token(&agent).await).await;
-    idp.reset_stats().await;
     let runs: Vec<_> = (0..50)
         .map(|i| {
             let url = url.clone();
             tokio::spawn(async move { run_as(&url, None, &format!("many-{i}"), "echo hi").await })
         })
         .collect();
+    wait_until(
+        "fifty runs wait on the held token request",
+        Duration::from_secs(20),
+        async || match (
+            open_streams(&gw, "secure").await,
+            idp.stats().await["total"].as_u64(),
+        ) {
+            (50, Some(0)) => Ok(()),
+            seen => Err(format!("open streams, token requests: {seen:?}")),
+        },
+    )
+    .await;
+    proxy.release.send_replace(true);
     for run in runs {
         assert_eq!(reply(&run.await.unwrap()), "hi");
     }
     assert_eq!(idp.token_requests("client_credentials").await, 1);
+    assert_eq!(
+        proxy.connections.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
     let stream = tokens_of(&agent, "SendStreamingMessage").await;
-    let last_fifty: std::collections::BTreeSet<_> = stream.iter().rev().take(50).collect();
-    assert_eq!(last_fifty.len(), 1, "one token for all fifty");
+    assert_eq!(stream.len(), 50);
+    assert!(
+        stream.iter().all(|t| t == &stream[0]),
+        "one token for all fifty"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
