@@ -473,17 +473,22 @@ async fn a_rotated_bearer_file_is_picked_up_by_the_next_run() {
     let gw = gateway(&agent, json!({"bearer": bearer}), None).await;
     let url = gw.agent_url("secure");
     assert_eq!(reply(&run_as(&url, None, "b1", "echo one").await), "one");
-    // The agent rotates first: until the gateway's file follows, runs are refused clearly.
+    // Both ends rotate (the way a projected token is renewed): the next run sends the new
+    // value at once, never refused.
+    agent.forget_seen().await;
     std::fs::write(&wanted, "bearer-two").unwrap();
-    let run = run_as(&url, None, "b2", "echo two").await;
-    assert_run_error(&run, "upstream_auth_failed");
     std::fs::write(&ours, "bearer-two").unwrap();
-    assert_eq!(
-        reply(&run_as(&url, None, "b3", "echo three").await),
-        "three"
-    );
+    assert_eq!(reply(&run_as(&url, None, "b2", "echo two").await), "two");
+    let seen = agent.seen().await;
+    assert!(seen.iter().all(|e| e["status"] == 200), "{seen:?}");
+    // The agent rotates first: until the gateway's file follows, runs are refused clearly.
+    std::fs::write(&wanted, "bearer-three").unwrap();
+    let run = run_as(&url, None, "b3", "echo three").await;
+    assert_run_error(&run, "upstream_auth_failed");
+    std::fs::write(&ours, "bearer-three").unwrap();
+    assert_eq!(reply(&run_as(&url, None, "b4", "echo four").await), "four");
     let tokens = tokens_of(&agent, "SendStreamingMessage").await;
-    assert_eq!(tokens, ["bearer-one", "bearer-two"]);
+    assert_eq!(tokens, ["bearer-two", "bearer-three"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
