@@ -20,16 +20,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::agui::RunAgentInput;
-use crate::auth::{self, Authenticator, Caller};
-use crate::binding::BindingStore;
+use crate::app::state::AppState;
+use crate::auth::{self, Caller};
 use crate::bridge::request;
-use crate::config::{Limits, TimeoutSettings};
+use crate::config::Limits;
 use crate::error::RequestError;
 use crate::redact::Shown;
-use crate::registry::{Agent, Registry};
+use crate::registry::Agent;
 use crate::run::{self, RunRequest};
 
 pub(crate) mod console;
@@ -45,31 +45,6 @@ pub(crate) mod sse;
 pub(crate) mod threads;
 
 use sse::SseBody;
-
-/// Shared state of the handlers.
-#[derive(Clone)]
-pub(crate) struct AppState {
-    pub registry: Arc<Registry>,
-    pub bindings: Arc<BindingStore>,
-    pub limits: Limits,
-    pub timeouts: TimeoutSettings,
-    pub runs: Arc<Semaphore>,
-    /// Flipped to `true` when open runs must end (shutdown after the drain period).
-    pub stop: tokio::sync::watch::Receiver<bool>,
-    /// Browser origins allowed cross-origin access.
-    pub cors_origins: Vec<HeaderValue>,
-    /// Who may call (inbound auth).
-    pub auth: Arc<Authenticator>,
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// `rate_limits`, if configured.
-    pub run_limiter: Option<Arc<ratelimit::RunLimiter>>,
-    /// `metrics_public`: `/metrics` without inbound auth.
-    pub metrics_public: bool,
-    /// The traces exporter, when telemetry is configured.
-    pub traces: Option<Arc<crate::telemetry::Traces>>,
-    /// Where the CopilotKit runtime routes are mounted, if they are ([`copilotkit`]).
-    pub copilotkit_base_path: Option<String>,
-}
 
 /// The client's address, put on every request by the accept loop ([`listener`]).
 #[derive(Debug, Clone, Copy)]
@@ -454,17 +429,12 @@ pub(crate) async fn start_run(
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
         agent,
-        registry: s.registry.clone(),
-        bindings: s.bindings.clone(),
+        app: s.clone(),
         input,
         plan,
-        limits: s.limits.clone(),
-        timeouts: s.timeouts,
         permit,
-        stop: s.stop.clone(),
         may_pick_up,
         owner: caller.name.clone(),
-        metrics: s.metrics.clone(),
         trace,
     });
     Ok(event_stream(SseBody::new(events, sse::KEEP_ALIVE)))
@@ -490,11 +460,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::state::Shared;
+    use crate::registry::Registry;
     use axum::body::Body;
     use axum::http::Request as HttpRequest;
     use tower::ServiceExt;
 
-    fn state() -> AppState {
+    /// The state of a gateway with no agent, one run slot, one browser origin and the
+    /// CopilotKit routes, to adjust before it is shared.
+    fn shared() -> Shared {
         let config = crate::config::settings(
             Default::default(),
             crate::config::Overrides {
@@ -503,26 +477,22 @@ mod tests {
             },
         )
         .unwrap();
-        AppState {
-            registry: Arc::new(Registry::new(
-                Vec::new(),
-                reqwest::Client::new(),
-                Duration::from_secs(1),
-                1024,
-            )),
-            bindings: Arc::new(BindingStore::memory()),
-            limits: config.limits,
-            timeouts: config.timeouts,
-            runs: Arc::new(Semaphore::new(1)),
-            stop: tokio::sync::watch::channel(false).1,
+        let registry = Arc::new(Registry::new(
+            Vec::new(),
+            reqwest::Client::new(),
+            Duration::from_secs(1),
+            1024,
+        ));
+        Shared {
+            runs: Arc::new(tokio::sync::Semaphore::new(1)),
             cors_origins: vec![HeaderValue::from_static("https://app.example")],
-            auth: Arc::new(Authenticator::none()),
-            metrics: Arc::new(crate::metrics::Metrics::new(Default::default())),
-            run_limiter: None,
-            metrics_public: false,
-            traces: None,
             copilotkit_base_path: Some("/copilotkit".into()),
+            ..Shared::for_tests(&config, registry)
         }
+    }
+
+    fn state() -> AppState {
+        shared().into()
     }
 
     #[tokio::test]
@@ -613,12 +583,12 @@ mod tests {
             serde_yaml_ng::from_str("api_keys: [{name: console, key: k-0123456789abcdef}]")
                 .unwrap();
         for metrics_public in [false, true] {
-            let mut s = state();
-            s.auth = Arc::new(Authenticator::new(
+            let mut s = shared();
+            s.auth = Arc::new(crate::auth::Authenticator::new(
                 &crate::config::inbound::parse(&keyed, &[]).unwrap(),
             ));
             s.metrics_public = metrics_public;
-            let app = router(s);
+            let app = router(s.into());
             let mut open = Vec::new();
             for (method, uri) in &requests {
                 let req = HttpRequest::builder()
@@ -757,13 +727,14 @@ mod tests {
             },
         )
         .unwrap();
-        let mut s = state();
+        let mut s = shared();
         s.registry = Arc::new(Registry::new(
             config.agents,
             reqwest::Client::new(),
             Duration::from_secs(1),
             1024,
         ));
+        let s = AppState::from(s);
         let get = |uri: &str| {
             let req = HttpRequest::builder().uri(uri).body(Body::empty()).unwrap();
             let app = router(s.clone());

@@ -21,7 +21,7 @@
 //! - [`metrics`]: the Prometheus metrics served at `/metrics`.
 //! - [`telemetry`]: traces over OTLP: a span per run and per upstream call.
 //! - [`demo`]: the embedded demo A2A agent (`--demo`).
-//! - [`app`]: build the app from settings and serve it.
+//! - [`app`]: build the app from settings and serve it; the state its handlers and runs share.
 
 pub mod a2a;
 pub(crate) mod agui;

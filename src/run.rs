@@ -29,17 +29,18 @@ use crate::a2a::model::{OutgoingMessage, StreamEvent, Task};
 use crate::a2a::Operation;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
+use crate::app::state::AppState;
 use crate::binding::{BindingStore, ThreadRecord};
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::ClientView;
 use crate::bridge::{history, lane};
 use crate::bridge::{Projector, RunFrame};
-use crate::config::{ContextIds, Limits, TimeoutSettings};
+use crate::config::ContextIds;
 use crate::error::RunError;
-use crate::metrics::{Metrics, OpenStream};
+use crate::metrics::OpenStream;
 use crate::redact::Shown;
-use crate::registry::{self, with_identity, Agent, Registry, Resolved};
+use crate::registry::{self, with_identity, Agent, Resolved};
 use crate::telemetry::RunTrace;
 
 mod meter;
@@ -61,23 +62,19 @@ const CHANNEL_CAPACITY: usize = 16;
 /// Everything a run needs, handed over by the HTTP handler.
 pub(crate) struct RunRequest {
     pub agent: Arc<Agent>,
-    pub registry: Arc<Registry>,
-    pub bindings: Arc<BindingStore>,
+    /// The gateway's registry, binding store, limits, timeouts, metrics, and its stop
+    /// signal: when it turns `true`, open runs end with `RUN_ERROR`.
+    pub app: AppState,
     pub input: RunAgentInput,
     pub plan: Plan,
-    pub limits: Limits,
-    pub timeouts: TimeoutSettings,
     /// Held for the run's lifetime (`limits.max_concurrent_runs`).
     pub permit: OwnedSemaphorePermit,
-    /// Becomes `true` when the gateway stops: open runs end with `RUN_ERROR`.
-    pub stop: tokio::sync::watch::Receiver<bool>,
     /// The caller's identity: the owner of the thread's binding (docs/design.md#11-security).
     pub owner: String,
     /// The caller may see contexts not created through the gateway (docs/design.md#11-security), so
     /// a
     /// threadId the upstream knows as a context may be picked up.
     pub may_pick_up: bool,
-    pub metrics: Arc<Metrics>,
     /// The run's span, when traces are on (docs/design.md#10-observability).
     pub trace: Option<RunTrace>,
 }
@@ -141,12 +138,12 @@ impl Drop for RunEvents {
 pub(crate) fn start(req: RunRequest) -> RunEvents {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let agent = req.agent.settings.name.clone();
-    let open = req.metrics.stream_opened(&agent);
+    let open = req.app.metrics.stream_opened(&agent);
     let sink = Sink {
         tx,
-        client_write: req.timeouts.client_write,
+        client_write: req.app.timeouts.client_write,
         meter: Arc::new(RunMeter {
-            metrics: req.metrics.clone(),
+            metrics: req.app.metrics.clone(),
             agent,
             started: std::time::Instant::now(),
             trace: req.trace.clone(),
@@ -171,8 +168,8 @@ pub(crate) fn start(req: RunRequest) -> RunEvents {
 /// state for the whole stream (memory per open stream, docs/performance.md).
 async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
     let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
-    let run_timeout = req.timeouts.run;
-    let mut stop = req.stop.clone();
+    let run_timeout = req.app.timeouts.run;
+    let mut stop = req.app.stop.clone();
     let preparing = sink.clone();
     let prepared =
         Box::pin(async move { Box::new(Run::prepare(*req, preparing, cancel_on_drop).await) });
@@ -236,11 +233,9 @@ struct Run {
     /// The client's transcript, for a complete `MESSAGES_SNAPSHOT` on reattach.
     client_messages: Vec<ClientMessage>,
     agent: Arc<Agent>,
-    registry: Arc<Registry>,
-    bindings: Arc<BindingStore>,
+    /// The registry, binding store, limits and timeouts the run goes by.
+    app: AppState,
     plan: Plan,
-    limits: Limits,
-    timeouts: TimeoutSettings,
     projector: Projector,
     sink: Sink,
     upstream_events: u64,
@@ -300,23 +295,18 @@ impl Run {
     ) -> Self {
         let RunRequest {
             agent,
-            registry,
-            bindings,
+            app,
             mut input,
             mut plan,
-            limits,
-            timeouts,
             permit,
-            stop: _,
             may_pick_up,
             owner,
-            metrics: _,
             trace,
         } = req;
         let mut candidates = plan.context_candidates();
         if candidates.needs_binding() {
             let (agent, thread) = (&agent.settings.name, &input.thread_id);
-            candidates.binding = bindings.get(&owner, agent, thread).await;
+            candidates.binding = app.bindings.get(&owner, agent, thread).await;
         }
         if agent.settings.context_ids == ContextIds::Client {
             candidates.thread_id = Some(input.thread_id.clone());
@@ -328,7 +318,7 @@ impl Run {
         let sends_new_message = matches!(&plan.action, Action::Send(m) if m.task_id.is_none());
         let holds_the_thread = sends_new_message
             && resolved.is_some()
-            && Box::pin(holds_the_thread(&input, &bindings, &owner, &agent)).await;
+            && Box::pin(holds_the_thread(&input, &app.bindings, &owner, &agent)).await;
         let pick_up = ContextSource::history_to_read(
             resolved.as_ref().map(|(id, source)| (id.as_str(), *source)),
             &input.thread_id,
@@ -351,18 +341,15 @@ impl Run {
             },
             // Whenever the agent is given the state, what it was given is recorded.
             state_digests: cues.state.is_some(),
-            ..RunFrame::limited(&limits)
+            ..RunFrame::limited(&app.limits)
         };
         Self {
             thread_id: std::mem::take(&mut input.thread_id),
             owner,
             client_messages: std::mem::take(&mut input.messages),
             agent,
-            registry,
-            bindings,
+            app,
             plan,
-            limits,
-            timeouts,
             projector: Projector::new(frame),
             sink,
             upstream_events: 0,
@@ -431,7 +418,12 @@ impl Run {
                 if self.stored_binding.as_deref() != Some(context_id.as_str()) {
                     // Boxed, as every rare await of the run: a future's size is that of its
                     // largest state, held for the whole stream (memory per open stream).
-                    Box::pin(self.bindings.put(&self.owner, agent, thread, &context_id)).await;
+                    Box::pin(
+                        self.app
+                            .bindings
+                            .put(&self.owner, agent, thread, &context_id),
+                    )
+                    .await;
                 }
                 self.bound = true;
             }
@@ -447,7 +439,7 @@ impl Run {
                     task_id: Some(task_id.to_owned()),
                 };
                 let agent = &self.agent.settings.name;
-                Box::pin(self.bindings.put_task(&self.owner, agent, &record)).await;
+                Box::pin(self.app.bindings.put_task(&self.owner, agent, &record)).await;
                 self.recorded_task = record.task_id;
             }
         }
@@ -495,7 +487,7 @@ impl Run {
         }
         // Boxed, like every step below: execute's future lives as long as the run, so a
         // step's state must not size it (memory per open stream, docs/performance.md).
-        let upstream = match Box::pin(self.registry.resolve(&self.agent)).await {
+        let upstream = match Box::pin(self.app.registry.resolve(&self.agent)).await {
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("agent {} is not reachable: {e}", self.agent.settings.name);
@@ -612,7 +604,7 @@ impl Run {
         }
         let history = self.plan.options.history_length;
         let open = Box::pin(upstream.client.stream_message(message, history));
-        let first_event = self.timeouts.first_event;
+        let first_event = self.app.timeouts.first_event;
         let stream = match tokio::time::timeout(first_event, open).await {
             Ok(r) => r?,
             Err(_) => {
@@ -634,7 +626,7 @@ impl Run {
         let history = self.plan.options.history_length;
         let result = upstream
             .client
-            .send_message(message, history, Some(self.timeouts.run))
+            .send_message(message, history, Some(self.app.timeouts.run))
             .await?;
         // A task result holds the whole turn in its history: projected like a recovered
         // snapshot, so the live view and a later rebuild agree

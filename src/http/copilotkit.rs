@@ -49,9 +49,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::sse::{self, SseBody};
-use super::{threads, AgentRef, AppState};
+use super::{threads, AgentRef};
 use crate::a2a::model::Task;
 use crate::agui::{Event, RunAgentInput};
+use crate::app::state::AppState;
 use crate::auth::Caller;
 use crate::bridge::request::RunOptions;
 use crate::bridge::{history, Projector, RunFrame};

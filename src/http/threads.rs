@@ -31,11 +31,12 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{AgentRef, AppState};
+use super::AgentRef;
 use crate::a2a::client::ClientError;
 use crate::a2a::model::{StreamEvent, Task};
 use crate::a2a::Operation;
 use crate::agui::event;
+use crate::app::state::AppState;
 use crate::auth::Caller;
 use crate::bridge::state::ClientView;
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
