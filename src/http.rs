@@ -28,6 +28,7 @@ use crate::auth::{self, Caller};
 use crate::bridge::request;
 use crate::config::Limits;
 use crate::error::RequestError;
+use crate::ids::ContextId;
 use crate::redact::Shown;
 use crate::registry::Agent;
 use crate::run::{self, RunRequest};
@@ -310,13 +311,13 @@ async fn check_ownership(
     };
     // The task's context, from the upstream (bounded by `timeouts.upstream_call`); a task
     // the upstream cannot show is left to the run, which reports it in the stream.
-    let Ok(upstream) = s.registry.resolve_as(agent, &caller.name).await else {
+    let Ok(upstream) = s.registry.resolve_as(agent, caller.id.as_str()).await else {
         return Ok(());
     };
     let Ok(task) = upstream.client.get_task(task_id, Some(0)).await else {
         return Ok(());
     };
-    let Some(context_id) = task.context_id else {
+    let Some(context_id) = task.context_id.map(ContextId::new) else {
         return Ok(());
     };
     // No ownership record (a forgotten one: memory store restarted, TTL elapsed): the
@@ -327,7 +328,7 @@ async fn check_ownership(
         .any(|c| *c == context_id);
     let creator = s.bindings.owner_of(name, &context_id).await.map(|(c, _)| c);
     let allowed = (creator.is_none() && named)
-        || caller.may_use_context(creator.as_deref(), agent.settings.visibility);
+        || caller.may_use_context(creator.as_ref(), agent.settings.visibility);
     if allowed {
         Ok(())
     } else {
@@ -364,7 +365,7 @@ pub(crate) async fn read_run(
 ) -> Result<RunBody, RequestError> {
     if let Some(limiter) = &s.run_limiter {
         let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
-        let key = ratelimit::RunLimiter::key(&caller.name, caller.name == auth::ANONYMOUS, addr);
+        let key = ratelimit::RunLimiter::key(caller.id.as_str(), caller.is_anonymous(), addr);
         if let Err(wait) = limiter.check(&key) {
             s.metrics.rate_limited();
             return Err(RequestError::RateLimited(wait));
@@ -422,9 +423,9 @@ pub(crate) async fn start_run(
     let trace = s
         .traces
         .as_ref()
-        .map(|t| t.run(&headers, &agent.settings.name, &input.thread_id));
+        .map(|t| t.run(&headers, &agent.settings.name, input.thread_id.as_str()));
     let trace_id = trace.as_ref().map(|t| t.trace_id()).unwrap_or_default();
-    tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), trace_id, "{what}");
+    tracing::info!(agent = %agent.settings.name, caller = %Shown(caller.id.as_str()), thread_id = %Shown(input.thread_id.as_str()), run_id = %Shown(&input.run_id), trace_id, "{what}");
     // Contexts not created through the gateway (docs/design.md#11-security).
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
@@ -434,7 +435,7 @@ pub(crate) async fn start_run(
         plan,
         permit,
         may_pick_up,
-        owner: caller.name.clone(),
+        owner: caller.id.clone(),
         trace,
     });
     Ok(event_stream(SseBody::new(events, sse::KEEP_ALIVE)))

@@ -38,6 +38,7 @@ use crate::bridge::{history, lane};
 use crate::bridge::{Projector, RunFrame};
 use crate::config::ContextIds;
 use crate::error::RunError;
+use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 use crate::metrics::OpenStream;
 use crate::redact::Shown;
 use crate::registry::{self, with_identity, Agent, Resolved};
@@ -70,7 +71,7 @@ pub(crate) struct RunRequest {
     /// Held for the run's lifetime (`limits.max_concurrent_runs`).
     pub permit: OwnedSemaphorePermit,
     /// The caller's identity: the owner of the thread's binding (docs/design.md#11-security).
-    pub owner: String,
+    pub owner: CallerId,
     /// The caller may see contexts not created through the gateway (docs/design.md#11-security), so
     /// a
     /// threadId the upstream knows as a context may be picked up.
@@ -92,7 +93,7 @@ pub(crate) struct RunEvents {
 
 struct CancelOnDrop {
     client: crate::a2a::client::Client,
-    task_id: String,
+    task_id: TaskId,
 }
 
 impl Stream for RunEvents {
@@ -120,8 +121,8 @@ impl Drop for RunEvents {
         if let Some(CancelOnDrop { client, task_id }) = pending {
             // Bounded by `timeouts.upstream_call` like every unary call.
             tokio::spawn(async move {
-                let task = Shown(&task_id);
-                match client.cancel_task(&task_id).await {
+                let task = Shown(task_id.as_str());
+                match client.cancel_task(task_id.as_str()).await {
                     Ok(_) => {
                         tracing::info!(task_id = %task, "task cancelled after client disconnect")
                     }
@@ -177,14 +178,14 @@ async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Optio
     let mut run = match prepared {
         Ok(run) => run,
         Err(_) => {
-            tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
+            tracing::error!(thread_id = %Shown(thread_id.as_str()), run_id = %Shown(&run_id), "run panicked");
             let _ = sink.emit(unprepared_failure(thread_id, run_id)).await;
             return;
         }
     };
     let ended = bounded(run_timeout, &mut stop, Box::pin(run.execute())).await;
     if matches!(ended, Some(RunError::Internal)) {
-        tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
+        tracing::error!(thread_id = %Shown(thread_id.as_str()), run_id = %Shown(&run_id), "run panicked");
     }
     // Every path above ends the run; should one not have, it still gets its terminal event.
     let error = ended.unwrap_or(RunError::Internal);
@@ -217,9 +218,9 @@ async fn bounded<W: std::future::Future>(
 }
 
 /// The events of a run whose preparation panicked.
-fn unprepared_failure(thread_id: String, run_id: String) -> Vec<Event> {
+fn unprepared_failure(thread_id: ThreadId, run_id: String) -> Vec<Event> {
     let mut projector = Projector::new(RunFrame {
-        thread_id,
+        thread_id: thread_id.into(),
         run_id,
         ..RunFrame::default()
     });
@@ -227,9 +228,9 @@ fn unprepared_failure(thread_id: String, run_id: String) -> Vec<Event> {
 }
 
 struct Run {
-    thread_id: String,
+    thread_id: ThreadId,
     /// The caller's identity, the owner of the thread's binding.
-    owner: String,
+    owner: CallerId,
     /// The client's transcript, for a complete `MESSAGES_SNAPSHOT` on reattach.
     client_messages: Vec<ClientMessage>,
     agent: Arc<Agent>,
@@ -245,16 +246,16 @@ struct Run {
     /// The contextId was written to the binding store.
     bound: bool,
     /// What the binding store held for the thread (reading it renewed it).
-    stored_binding: Option<String>,
+    stored_binding: Option<ContextId>,
     /// The task `cancel_on_drop` is armed for.
-    armed_task: Option<String>,
+    armed_task: Option<TaskId>,
     /// The last task recorded for the thread in the binding store.
-    recorded_task: Option<String>,
+    recorded_task: Option<TaskId>,
     /// The A2A messageId this run sent, to find its place in task history on recovery.
     sent_message_id: Option<String>,
     /// The context whose history is read before the message goes, to open the run with it
     /// (pick-up or catch-up, [`ContextSource::history_to_read`]).
-    pick_up: Option<String>,
+    pick_up: Option<ContextId>,
     /// What the forwarding lane adds to the message's metadata (docs/design.md#8-forwarding-lane).
     lane: serde_json::Map<String, serde_json::Value>,
     /// The run's span, parent of each upstream call's (docs/design.md#10-observability).
@@ -270,7 +271,7 @@ struct Run {
 async fn holds_the_thread(
     input: &RunAgentInput,
     bindings: &BindingStore,
-    owner: &str,
+    owner: &CallerId,
     agent: &Agent,
 ) -> bool {
     if !history::holds_earlier_turns(&input.messages) {
@@ -281,7 +282,7 @@ async fn holds_the_thread(
     };
     let agent = &agent.settings.name;
     let last = bindings.last_task(owner, agent, &input.thread_id).await;
-    last.is_none_or(|last| last == seen)
+    last.is_none_or(|last| last.as_str() == seen)
 }
 
 impl Run {
@@ -309,7 +310,7 @@ impl Run {
             candidates.binding = app.bindings.get(&owner, agent, thread).await;
         }
         if agent.settings.context_ids == ContextIds::Client {
-            candidates.thread_id = Some(input.thread_id.clone());
+            candidates.thread_id = Some(ContextId::of_thread(&input.thread_id));
         }
         let cues = lane::Cues::defaults(&agent.settings.forward).with(&plan.options.cues);
         let carried = lane::carry(&input, &cues);
@@ -320,20 +321,20 @@ impl Run {
             && resolved.is_some()
             && Box::pin(holds_the_thread(&input, &app.bindings, &owner, &agent)).await;
         let pick_up = ContextSource::history_to_read(
-            resolved.as_ref().map(|(id, source)| (id.as_str(), *source)),
+            resolved.as_ref().map(|(id, source)| (id, *source)),
             &input.thread_id,
             may_pick_up,
             holds_the_thread,
         )
         .filter(|_| sends_new_message);
         let context_id = resolved.map(|(id, _)| id);
-        plan.bind_context(context_id.as_deref());
+        plan.bind_context(context_id.as_ref());
         let frame = RunFrame {
-            thread_id: input.thread_id.clone(),
+            thread_id: input.thread_id.to_string(),
             run_id: input.run_id.clone(),
             v1_client: input.is_v1_client(),
             client_state: input.state.take(),
-            context_id,
+            context_id: context_id.map(String::from),
             task_id: plan.task_id().map(str::to_owned),
             resolves: match plan.action {
                 Action::Refuse(_) => Vec::new(),
@@ -344,7 +345,7 @@ impl Run {
             ..RunFrame::limited(&app.limits)
         };
         Self {
-            thread_id: std::mem::take(&mut input.thread_id),
+            thread_id: input.thread_id,
             owner,
             client_messages: std::mem::take(&mut input.messages),
             agent,
@@ -412,10 +413,10 @@ impl Run {
     /// the cancel-on-disconnect for the task.
     async fn after_apply(&mut self) {
         if !self.bound {
-            if let Some(context_id) = self.projector.context_id().map(str::to_owned) {
+            if let Some(context_id) = self.projector.context_id().map(ContextId::new) {
                 let agent = &self.agent.settings.name;
                 let thread = &self.thread_id;
-                if self.stored_binding.as_deref() != Some(context_id.as_str()) {
+                if self.stored_binding.as_ref() != Some(&context_id) {
                     // Boxed, as every rare await of the run: a future's size is that of its
                     // largest state, held for the whole stream (memory per open stream).
                     Box::pin(
@@ -431,12 +432,12 @@ impl Run {
         // The thread's last task, once per task (the thread list of upstreams without
         // `ListTasks` reads its status from it).
         let task = self.projector.task_id();
-        if task.is_some() && task != self.recorded_task.as_deref() {
+        if task.is_some() && task != self.recorded_task.as_ref().map(TaskId::as_str) {
             if let (Some(task_id), Some(context_id)) = (task, self.projector.context_id()) {
                 let record = ThreadRecord {
                     thread_id: self.thread_id.clone(),
-                    context_id: context_id.to_owned(),
-                    task_id: Some(task_id.to_owned()),
+                    context_id: ContextId::new(context_id),
+                    task_id: Some(TaskId::new(task_id)),
                 };
                 let agent = &self.agent.settings.name;
                 Box::pin(self.app.bindings.put_task(&self.owner, agent, &record)).await;
@@ -448,7 +449,7 @@ impl Run {
         }
         // Re-armed only when the task to cancel changes, not on every event.
         let wanted = (!self.projector.is_finished())
-            .then(|| self.projector.task_id().map(str::to_owned))
+            .then(|| self.projector.task_id().map(TaskId::new))
             .flatten();
         if wanted == self.armed_task {
             return;
@@ -468,7 +469,7 @@ impl Run {
 
     /// The caller identity header every upstream call of this run carries.
     fn identity(&self) -> Result<Option<(HeaderName, HeaderValue)>, RunError> {
-        registry::caller_identity(&self.agent.settings, &self.owner)
+        registry::caller_identity(&self.agent.settings, self.owner.as_str())
             .map_err(RunError::UpstreamUnavailable)
     }
 
@@ -553,7 +554,7 @@ impl Run {
     async fn pick_up(
         &mut self,
         upstream: &Resolved,
-        context_id: String,
+        context_id: ContextId,
     ) -> Result<(), Disconnected> {
         if !upstream.client.supports(Operation::ListTasks) {
             return Ok(());
@@ -561,7 +562,7 @@ impl Run {
         let listed = upstream
             .client
             .list_tasks_paged(
-                Some(&context_id),
+                Some(context_id.as_str()),
                 PICK_UP_PAGE_SIZE,
                 PICK_UP_PAGES,
                 PICK_UP_HISTORY,
@@ -585,7 +586,7 @@ impl Run {
         self.plan.bind_context(Some(&context_id));
         let events = self
             .projector
-            .pick_up(&context_id, &tasks, &self.client_messages);
+            .pick_up(context_id.as_str(), &tasks, &self.client_messages);
         self.emit(events).await
     }
 

@@ -179,7 +179,7 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
         input,
         plan,
         permit: Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap(),
-        owner: "anonymous".into(),
+        owner: crate::auth::Caller::anonymous().id,
         may_pick_up: false,
         trace: None,
     };
