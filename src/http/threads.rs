@@ -31,17 +31,19 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{AgentRef, AppState};
+use super::AgentRef;
 use crate::a2a::client::ClientError;
 use crate::a2a::model::{StreamEvent, Task};
 use crate::a2a::Operation;
 use crate::agui::event;
+use crate::app::state::AppState;
 use crate::auth::Caller;
 use crate::bridge::state::ClientView;
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
 use crate::error::RequestError;
+use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 use crate::registry::{Agent, Resolved};
 
 /// `ListTasks` pages read for a list, and tasks per page.
@@ -136,13 +138,13 @@ pub(crate) async fn inbox(
 pub(crate) async fn detail(
     State(s): State<AppState>,
     AgentRef(agent): AgentRef,
-    Path((_, thread_id)): Path<(String, String)>,
+    Path((_, thread_id)): Path<(String, ThreadId)>,
     caller: Caller,
 ) -> Result<Json<ThreadDetail>, RequestError> {
     let context_id = context_of(&s, &agent, &caller, &thread_id)
         .await?
         .ok_or(RequestError::UnknownThread)?;
-    let mut tasks = match tasks_of(&s, &agent, &caller.name, &thread_id, &context_id).await {
+    let mut tasks = match tasks_of(&s, &agent, &caller.id, &thread_id, &context_id).await {
         Ok(tasks) => tasks,
         // A2A 0.3: the thread's last task is gone upstream (expired).
         Err(e) if e.is_task_not_found() => return Err(RequestError::UnknownThread),
@@ -158,11 +160,11 @@ pub(crate) async fn detail(
 /// `/a2a/pendingInterrupts`, under the same name).
 fn detail_body(
     limits: &Limits,
-    thread_id: &str,
-    context_id: &str,
+    thread_id: &ThreadId,
+    context_id: &ContextId,
     tasks: &mut [Task],
 ) -> Option<ThreadDetail> {
-    let summary = threads::summarize(tasks, |_| thread_id.to_owned())
+    let summary = threads::summarize(tasks, |_| thread_id.clone())
         .into_iter()
         .next()?;
     tasks.reverse();
@@ -195,19 +197,20 @@ pub(crate) async fn context_of(
     s: &AppState,
     agent: &Agent,
     caller: &Caller,
-    thread_id: &str,
-) -> Result<Option<String>, RequestError> {
+    thread_id: &ThreadId,
+) -> Result<Option<ContextId>, RequestError> {
     let name = &agent.settings.name;
-    if let Some(context) = s.bindings.get(&caller.name, name, thread_id).await {
+    if let Some(context) = s.bindings.get(&caller.id, name, thread_id).await {
         return Ok(Some(context));
     }
-    let creator = s.bindings.owner_of(name, thread_id).await.map(|(c, _)| c);
-    let visible = caller.may_use_context(creator.as_deref(), agent.settings.visibility);
+    let asked = ContextId::of_thread(thread_id);
+    let creator = s.bindings.owner_of(name, &asked).await.map(|(c, _)| c);
+    let visible = caller.may_use_context(creator.as_ref(), agent.settings.visibility);
     if creator.is_some() && !visible {
         // Someone else's context: unknown, not a new thread.
         return Err(RequestError::UnknownThread);
     }
-    Ok(visible.then(|| thread_id.to_owned()))
+    Ok(visible.then_some(asked))
 }
 
 /// The tasks of the thread's context, newest first, each with its artifacts and at most
@@ -216,12 +219,13 @@ pub(crate) async fn context_of(
 pub(crate) async fn tasks_of(
     s: &AppState,
     agent: &Agent,
-    owner: &str,
-    thread_id: &str,
-    context_id: &str,
+    owner: &CallerId,
+    thread_id: &ThreadId,
+    context_id: &ContextId,
 ) -> Result<Vec<Task>, ClientError> {
     let upstream = resolve(s, agent, owner).await?;
     if upstream.client.supports(Operation::ListTasks) {
+        let context_id = context_id.as_str();
         let page = upstream
             .client
             .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY, true)
@@ -238,23 +242,27 @@ pub(crate) async fn tasks_of(
         .await;
     let Some(task_id) = records
         .into_iter()
-        .find(|r| r.thread_id == thread_id)
+        .find(|r| r.thread_id == *thread_id)
         .and_then(|r| r.task_id)
     else {
         return Ok(Vec::new());
     };
     let task = upstream
         .client
-        .get_task(&task_id, Some(DETAIL_HISTORY))
+        .get_task(task_id.as_str(), Some(DETAIL_HISTORY))
         .await?;
     Ok(vec![task])
 }
 
 /// The agent's resolution for calls made on behalf of `owner`. An agent whose card cannot be
 /// read is unavailable, like an upstream that refuses the connection.
-async fn resolve(s: &AppState, agent: &Agent, owner: &str) -> Result<Arc<Resolved>, ClientError> {
+async fn resolve(
+    s: &AppState,
+    agent: &Agent,
+    owner: &CallerId,
+) -> Result<Arc<Resolved>, ClientError> {
     s.registry
-        .resolve_as(agent, owner)
+        .resolve_as(agent, owner.as_str())
         .await
         .map_err(ClientError::Unavailable)
 }
@@ -263,13 +271,13 @@ async fn resolve(s: &AppState, agent: &Agent, owner: &str) -> Result<Arc<Resolve
 /// pending interrupts (the entries at `/a2a/pendingInterrupts`).
 fn projected_state(
     limits: &Limits,
-    thread_id: &str,
-    context_id: &str,
+    thread_id: &ThreadId,
+    context_id: &ContextId,
     last: Option<&Task>,
 ) -> (Value, Vec<Value>) {
     let mut projector = Projector::new(RunFrame {
-        thread_id: thread_id.to_owned(),
-        context_id: Some(context_id.to_owned()),
+        thread_id: thread_id.to_string(),
+        context_id: Some(context_id.to_string()),
         ..RunFrame::limited(limits)
     });
     projector.start();
@@ -292,7 +300,7 @@ async fn visible_threads(
     agent: &Agent,
     caller: &Caller,
 ) -> Result<(Vec<ThreadSummary>, &'static str), RequestError> {
-    let upstream = resolve(s, agent, &caller.name)
+    let upstream = resolve(s, agent, &caller.id)
         .await
         .map_err(|e| RequestError::from(&e))?;
     if !upstream.client.supports(Operation::ListTasks) {
@@ -305,12 +313,12 @@ async fn visible_threads(
         .await
         .map_err(|e| RequestError::from(&e))?;
     let mut visible = Vec::new();
-    for mut thread in threads::summarize(&tasks, str::to_owned) {
+    for mut thread in threads::summarize(&tasks, ThreadId::of_context) {
         let record = s
             .bindings
             .owner_of(&agent.settings.name, &thread.context_id)
             .await;
-        let creator = record.as_ref().map(|(c, _)| c.as_str());
+        let creator = record.as_ref().map(|(c, _)| c);
         if !caller.may_use_context(creator, agent.settings.visibility) {
             continue;
         }
@@ -335,12 +343,12 @@ async fn from_bindings(
 ) -> Result<Vec<ThreadSummary>, RequestError> {
     let records = s
         .bindings
-        .threads_of(&caller.name, &agent.settings.name, BINDINGS_LIMIT)
+        .threads_of(&caller.id, &agent.settings.name, BINDINGS_LIMIT)
         .await;
-    let task_ids: Vec<String> = records.iter().filter_map(|r| r.task_id.clone()).collect();
+    let task_ids: Vec<TaskId> = records.iter().filter_map(|r| r.task_id.clone()).collect();
     let reads = task_ids.into_iter().map(|task_id| {
         let client = upstream.client.clone();
-        async move { client.get_task(&task_id, Some(0)).await }
+        async move { client.get_task(task_id.as_str(), Some(0)).await }
     });
     let read_all = async {
         let mut reads = futures::stream::iter(reads).buffer_unordered(GET_CONCURRENCY);
@@ -364,8 +372,8 @@ async fn from_bindings(
     Ok(threads::summarize(&tasks, |context| {
         records
             .iter()
-            .find(|r| r.context_id == context)
-            .map_or_else(|| context.to_owned(), |r| r.thread_id.clone())
+            .find(|r| r.context_id == *context)
+            .map_or_else(|| ThreadId::of_context(context), |r| r.thread_id.clone())
     }))
 }
 
@@ -396,7 +404,7 @@ pub(crate) struct InboxPage {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadDetail {
-    context_id: String,
+    context_id: ContextId,
     last_task: threads::LastTask,
     /// Rebuilt from A2A history (`history::messages`).
     messages: Vec<event::Message>,
@@ -406,7 +414,7 @@ pub(crate) struct ThreadDetail {
     /// The docs/design.md#6-projection-a2a-to-ag-ui projection of the last task.
     state: Value,
     status: ThreadStatus,
-    thread_id: String,
+    thread_id: ThreadId,
 }
 
 /// Filters by `status` and cuts one page (`pageToken` is the offset of the page).
@@ -466,14 +474,14 @@ mod tests {
 
     fn summary(id: &str, status: ThreadStatus) -> ThreadSummary {
         ThreadSummary {
-            context_id: format!("c-{id}"),
+            context_id: ContextId::new(format!("c-{id}")),
             last_task: threads::LastTask {
-                id: format!("t-{id}"),
+                id: TaskId::new(format!("t-{id}")),
                 state: "working".into(),
                 updated_at: Some("2026-01-01".into()),
             },
             status,
-            thread_id: id.into(),
+            thread_id: ThreadId::new(id),
         }
     }
 
@@ -541,13 +549,13 @@ mod tests {
 
         let messages = vec![event::Message::text("m", crate::agui::Role::User, "hi")];
         let detail = ThreadDetail {
-            context_id: "c-a".into(),
+            context_id: ContextId::new("c-a"),
             last_task: items[0].last_task.clone(),
             messages: messages.clone(),
             pending_interrupts: vec![json!({"id": "a2a:T:q"})],
             state: json!({"a2a": {}}),
             status: ThreadStatus::Working,
-            thread_id: "a".into(),
+            thread_id: ThreadId::new("a"),
         };
         let mut before = json!(items[0]);
         before["messages"] = json!(messages);
@@ -580,9 +588,10 @@ mod tests {
         let task = ProtocolVersion::V1
             .decode_task(&raw["result"].to_string())
             .unwrap();
-        let context_id = task.context_id.clone().unwrap();
+        let context_id = ContextId::new(task.context_id.clone().unwrap());
         let limits = crate::config::Limits::default();
-        let detail = detail_body(&limits, "t", &context_id, &mut [task]).unwrap();
+        let thread_id = ThreadId::new("t");
+        let detail = detail_body(&limits, &thread_id, &context_id, &mut [task]).unwrap();
         let body = serde_json::to_value(detail).unwrap();
         let in_state: Vec<&Value> = body["state"][layout::A2A][layout::PENDING_INTERRUPTS]
             .as_object()
