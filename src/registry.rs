@@ -144,7 +144,7 @@ struct Unready {
     detail: String,
     /// For `/readyz`, which anyone may read: only what the (public) card offered, when it
     /// was read and offers no interface the gateway speaks, or why the TLS handshake was
-    /// refused ([`crate::a2a::tls::explain`]: no URL, nothing the agent sent).
+    /// refused ([`AgentTls::explain`]: no URL, nothing the agent sent).
     unusable: Option<String>,
 }
 
@@ -309,15 +309,12 @@ impl Registry {
         call_timeout: Duration,
         max_event_bytes: usize,
     ) -> Result<Self, String> {
-        let shared = Transport::new(AgentTls::default_trust().clone(), connect_timeout)?;
         let mut built = BTreeMap::new();
         for s in agents {
-            let transport = if s.tls.is_default() {
-                shared.clone()
-            } else {
-                let tls = AgentTls::new(&s.tls).map_err(|e| format!("agent {}: {e}", s.name))?;
-                Transport::new(tls, connect_timeout)?
-            };
+            // One TLS per agent, even with default settings: what a refused handshake
+            // teaches (a client certificate asked for) is the agent's own.
+            let tls = AgentTls::new(&s.tls).map_err(|e| format!("agent {}: {e}", s.name))?;
+            let transport = Transport::new(tls, connect_timeout)?;
             let agent = Agent {
                 settings: s,
                 transport,
@@ -486,8 +483,13 @@ impl Registry {
                     continue;
                 }
                 Err(e) => {
-                    tls_refusal = tls_refusal.or_else(|| crate::a2a::tls::explain(&e));
-                    errors.push(format!("{shown}: {}", crate::a2a::client::describe(&e)));
+                    let refusal = agent.transport.tls.explain(&e);
+                    let said = match &refusal {
+                        Some(reason) => reason.clone(),
+                        None => crate::a2a::client::describe(&e),
+                    };
+                    errors.push(format!("{shown}: {said}"));
+                    tls_refusal = tls_refusal.or(refusal);
                     continue;
                 }
             };

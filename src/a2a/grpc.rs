@@ -108,7 +108,16 @@ impl Call {
     }
 
     fn status(&self, status: &tonic::Status) -> ClientError {
-        error_of(status, &self.url, self.max_message_bytes)
+        match error_of(status, &self.url, self.max_message_bytes) {
+            ClientError::Unavailable(shown) => match self.tls.explain(status) {
+                Some(reason) => ClientError::Unavailable(format!(
+                    "{reason} ({})",
+                    crate::redact::url(&self.url)
+                )),
+                None => ClientError::Unavailable(shown),
+            },
+            other => other,
+        }
     }
 
     /// `SendMessage`: a Task or a Message.
@@ -274,17 +283,12 @@ pub(super) fn error_of(status: &tonic::Status, url: &url::Url, limit: usize) -> 
         {
             ClientError::EventTooLarge { limit }
         }
-        // A connection that could not be made: a refused TLS handshake by its reason.
-        code => match super::tls::explain(status) {
-            Some(reason) => {
-                ClientError::Unavailable(format!("{reason} ({})", crate::redact::url(url)))
-            }
-            None => ClientError::Unavailable(format!(
-                "gRPC status {} from {}",
-                code_name(code),
-                crate::redact::url(url)
-            )),
-        },
+        // (A refused TLS handshake is named by the caller, which knows the agent's TLS.)
+        code => ClientError::Unavailable(format!(
+            "gRPC status {} from {}",
+            code_name(code),
+            crate::redact::url(url)
+        )),
     }
 }
 
