@@ -35,12 +35,7 @@ async fn gateway(mode: &'static str, extra: Value) -> Gateway {
 
 /// `GET {gw}/agents/{name}`.
 async fn agent_view(gw: &Gateway, name: &str) -> Value {
-    reqwest::get(gw.agent_url(name))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    get_json(gw.agent_url(name)).await
 }
 
 /// For each binding: a gateway on its upstream, driven on thread `<thread>-<mode>` with
@@ -256,12 +251,7 @@ async fn threads_are_listed_and_read_through_list_tasks_on_every_binding() {
         let (done, wait) = (format!("th-done-{mode}"), format!("th-wait-{mode}"));
         drive_message(&url, &done, "echo all done").await;
         drive_message(&url, &wait, "approve").await;
-        let list: Value = reqwest::get(format!("{url}/threads?pageSize=100"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list: Value = get_json(format!("{url}/threads?pageSize=100")).await;
         assert_eq!(list["source"], "upstream", "{binding}: {list}");
         let status_of = |thread: &str| {
             list["threads"]
@@ -281,12 +271,7 @@ async fn threads_are_listed_and_read_through_list_tasks_on_every_binding() {
             Some("input-required"),
             "{binding}"
         );
-        let read: Value = reqwest::get(format!("{url}/threads/{wait}"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let read: Value = get_json(format!("{url}/threads/{wait}")).await;
         let messages: Vec<(&str, &str)> = read["messages"]
             .as_array()
             .unwrap_or_else(|| panic!("{binding}: {read}"))
@@ -450,12 +435,7 @@ async fn the_demo_agent_serves_the_same_session_on_every_binding() {
         let thread = format!("demo-{name}");
         let driven = drive(&gw.agent_url(&name), &thread, steps.clone()).await;
         let session: Vec<Value> = driven.iter().map(seen).collect();
-        let list: Value = reqwest::get(format!("{}/threads?pageSize=100", gw.agent_url(&name)))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list: Value = get_json(format!("{}/threads?pageSize=100", gw.agent_url(&name))).await;
         assert_eq!(list["source"], "upstream", "{binding}: {list}");
         assert!(
             list["threads"]
@@ -528,12 +508,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
     let gw = Gateway::start(&config.to_string(), false).await;
     let mut ready = Value::Null;
     for _ in 0..100 {
-        ready = reqwest::get(format!("{}/readyz", gw.base))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        ready = get_json(format!("{}/readyz", gw.base)).await;
         if ready["agents"] == json!(["grpc-only"]) {
             break;
         }
@@ -576,12 +551,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
         "JSONRPC",
         "the pin wins over the card's order"
     );
-    let listed: Value = reqwest::get(format!("{}/agents", gw.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = get_json(format!("{}/agents", gw.base)).await;
     let unready = listed["agents"]
         .as_array()
         .unwrap()

@@ -51,12 +51,7 @@ async fn not_ready(gw: &Gateway) -> Value {
             match (status, body["reasons"]["ref"].is_string()) {
                 (503, true) => Ok(()),
                 _ => {
-                    let view: Value = reqwest::get(gw.agent_url("ref"))
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let view: Value = get_json(gw.agent_url("ref")).await;
                     Err(format!("{status} {body} {view}"))
                 }
             }
@@ -96,12 +91,7 @@ async fn an_mtls_agent_behind_a_private_ca_runs_the_matrix_with_the_gateways_cer
     assert!(agent.url.starts_with("https://"), "{}", agent.url);
     let gw = gateway(&agent.url, json!({"tls": tls(&pki, Some(&pki.client))})).await;
     wait_ready(&gw).await;
-    let view: Value = reqwest::get(gw.agent_url("ref"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let view: Value = get_json(gw.agent_url("ref")).await;
     assert!(
         view["url"].as_str().unwrap().starts_with("https://"),
         "{view}"
@@ -222,12 +212,7 @@ async fn the_cards_security_is_shown_warned_and_an_extended_card_read_with_crede
         "/readyz warns",
         std::time::Duration::from_secs(10),
         async || {
-            ready = reqwest::get(format!("{}/readyz", gw.base))
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            ready = get_json(format!("{}/readyz", gw.base)).await;
             ready["warnings"]["ref"]
                 .is_string()
                 .then_some(())
@@ -246,12 +231,7 @@ async fn the_cards_security_is_shown_warned_and_an_extended_card_read_with_crede
             .contains("bearer"),
         "{ready}"
     );
-    let view: Value = reqwest::get(gw.agent_url("ref"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let view: Value = get_json(gw.agent_url("ref")).await;
     assert_eq!(view["security"]["satisfiedBy"], Value::Null, "{view}");
     assert_eq!(view["security"]["schemes"][0]["type"], "http", "{view}");
     let skills = |v: &Value| -> Vec<String> {
@@ -270,19 +250,9 @@ async fn the_cards_security_is_shown_warned_and_an_extended_card_read_with_crede
     )
     .await;
     wait_ready(&gw).await;
-    let ready: Value = reqwest::get(format!("{}/readyz", gw.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ready: Value = get_json(format!("{}/readyz", gw.base)).await;
     assert_eq!(ready, json!({"status": "ready"}));
-    let view: Value = reqwest::get(gw.agent_url("ref"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let view: Value = get_json(gw.agent_url("ref")).await;
     assert_eq!(
         view["security"]["satisfiedBy"].as_array().unwrap().len(),
         1,
