@@ -67,7 +67,7 @@ pub struct AgentTls {
     pub(crate) h2: Arc<ClientConfig>,
     /// The name sent as SNI and verified where the gateway connects itself.
     pub(crate) server_name: Option<ServerName<'static>>,
-    /// The client certificate presented, and whether a server asked for one in vain.
+    /// The client certificate presented, and whether a server asked for one.
     client_certificate: Arc<ClientCertificate>,
 }
 
