@@ -1,5 +1,7 @@
-//! Generates the gRPC binding's client (`lf.a2a.v1`, `google.rpc`) from `proto/`, compiled
-//! in Rust by protox: no `protoc` needed.
+//! Generates the gRPC binding (`lf.a2a.v1`, `google.rpc`) from `proto/`, compiled in Rust by
+//! protox: no `protoc` needed. The client is the gateway's (`src/a2a/grpc.rs`), the server
+//! the demo agent's (`src/demo/grpc.rs`); neither uses tonic's transport module (the demo
+//! mounts the service in its own router).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
@@ -13,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut messages = prost_build::Config::new();
     messages.disable_comments([".google.rpc"]);
     tonic_prost_build::configure()
-        .build_server(false)
+        .build_server(true)
         .build_transport(false)
         .compile_fds_with_config(descriptors, messages)?;
     println!("cargo:rerun-if-changed=proto");

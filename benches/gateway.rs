@@ -2,8 +2,11 @@
 //! through the gateway, in the same run. Prints one Markdown table: events/s, time to the
 //! last event, the gateway's CPU time per bridged A2A event, AG-UI bytes written per A2A byte
 //! read, added latency per event (p50/p99), the gateway's RSS (idle and peak), and the extra
-//! memory per open stream, for quiet streams (`idle S`) and ticking ones (`slow N`). Not a
-//! test: nothing here fails on a number.
+//! memory per open stream, for quiet streams (`idle S`) and ticking ones (`slow N`); then the
+//! same gateway CPU per A2A event (the flat-out load) and memory per open idle stream over
+//! each A2A binding the demo agent serves — JSON-RPC, HTTP+JSON, gRPC, one agent pinned to
+//! each on the same demo URL — with each figure's ratio to JSON-RPC's. Not a test: nothing
+//! here fails on a number.
 //!
 //! `cargo bench --bench gateway`. Env overrides:
 //! - BENCH_EVENTS, BENCH_BYTES: the headline flat-out load `bench N K` (20,000 x 100);
@@ -16,6 +19,8 @@
 //!   concurrent runs and connections; each open stream takes two of the gateway's file
 //!   descriptors (`ulimit -n`) and one of the reader's and the agent's.
 //! - BENCH_GATEWAY_WORKERS: the gateway's tokio worker threads (default: one per core).
+//! - BENCH_BINDING_ROUNDS (5): rounds of the flat-out load per binding, the bindings
+//!   alternating within each round; the idle streams per binding are BENCH_IDLE_STREAMS.
 //!
 //! The demo agent runs in a process of its own (the release binary with `--demo`), the
 //! gateway in another (the release binary), the readers in this one: the gateway's memory and
@@ -28,7 +33,10 @@
 //! gateway per kind of stream and count only streams that are verifiably open when RSS is
 //! read ([`MEMORY_SETTLE`] after the last one opened): each has seen `RUN_STARTED` and no
 //! terminal event, and its connection is up; unless all are, the per-stream figure is
-//! printed as n/a with the count.
+//! printed as n/a with the count. The binding comparison's CPU figures come from rounds of
+//! their own, the three bindings alternating within each round on one gateway; its memory
+//! figures from a fresh gateway per binding, the JSON-RPC one being the idle-stream
+//! measurement above.
 
 use std::cell::Cell;
 use std::process::{Child, Command, Stdio};
@@ -80,19 +88,33 @@ fn free_port() -> u16 {
 /// The gateway's config for the benchmark: the loads stream more text per run (`bench 5000
 /// 16384` is 80 MiB) than the default `limits.max_text_bytes_per_run` allows, and the open
 /// stream counts may go beyond the default `max_concurrent_runs` / `max_connections`.
-const BENCH_CONFIG: &str = "limits:\n  max_text_bytes_per_run: 1073741824\n  max_events_per_run: 10000000\n  max_concurrent_runs: 20000\n  max_connections: 20000\n";
+const BENCH_LIMITS: &str = "limits:\n  max_text_bytes_per_run: 1073741824\n  max_events_per_run: 10000000\n  max_concurrent_runs: 20000\n  max_connections: 20000\n";
+
+/// The bindings compared: as the table names them, the agent pinned to each (`binding:`) on
+/// the demo agent's URL. The first is the one every other row of the table uses.
+const BINDINGS: [(&str, &str, &str); 3] = [
+    ("JSON-RPC", "jsonrpc", "demo"),
+    ("HTTP+JSON", "http+json", "demo-http-json"),
+    ("gRPC", "grpc", "demo-grpc"),
+];
+
+/// The default agent: JSON-RPC.
+const AGENT: &str = BINDINGS[0].2;
 
 async fn start_gateway(demo_url: &str) -> Gateway {
     let port = free_port();
     let config =
         std::env::temp_dir().join(format!("agui-gateway-bench-{}.yaml", std::process::id()));
-    std::fs::write(&config, BENCH_CONFIG).expect("write the benchmark config");
+    let agents: String = BINDINGS
+        .iter()
+        .map(|(_, pin, name)| format!("  - {{name: {name}, url: '{demo_url}', binding: {pin}}}\n"))
+        .collect();
+    std::fs::write(&config, format!("{BENCH_LIMITS}agents:\n{agents}"))
+        .expect("write the benchmark config");
     let child = Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
         .args([
             "--listen",
             &format!("127.0.0.1:{port}"),
-            "--agent",
-            &format!("demo={demo_url}"),
             "--config",
             &config.display().to_string(),
         ])
@@ -283,12 +305,18 @@ fn run_input(thread: &str, load: &str) -> Value {
         "messages": [{"id": format!("m-{thread}"), "role": "user", "content": load}]})
 }
 
-async fn via_gateway(http: &reqwest::Client, gw: &Gateway, load: &str, id: usize) -> Sample {
-    let body = run_input(&format!("bench-{id}"), load);
+async fn via_gateway(
+    http: &reqwest::Client,
+    gw: &Gateway,
+    agent: &str,
+    load: &str,
+    id: usize,
+) -> Sample {
+    let body = run_input(&format!("bench-{agent}-{id}"), load);
     let cpu_before = cpu_ticks(gw.pid());
     let started = Instant::now();
     let resp = http
-        .post(format!("{}/agents/demo", gw.base))
+        .post(format!("{}/agents/{agent}", gw.base))
         .json(&body)
         .send()
         .await
@@ -371,7 +399,7 @@ impl Paired {
         let (mut direct_samples, mut gateway_samples) = (Vec::new(), Vec::new());
         for id in first_id..first_id + rounds {
             direct_samples.push(direct(http, demo_url, &load, id).await);
-            gateway_samples.push(via_gateway(http, gw, &load, id).await);
+            gateway_samples.push(via_gateway(http, gw, AGENT, &load, id).await);
         }
         assert!(
             direct_samples
@@ -473,6 +501,7 @@ impl OpenStreams {
     async fn measure(
         http: &reqwest::Client,
         demo_url: &str,
+        agent: &str,
         kind: &'static str,
         load: String,
         chunks_per_s_each: f64,
@@ -480,11 +509,11 @@ impl OpenStreams {
     ) -> Self {
         let gw = start_gateway(demo_url).await;
         // One short run first, so what a first run sets up once is in the idle figure.
-        via_gateway(http, &gw, "bench 10 64", 0).await;
+        via_gateway(http, &gw, agent, "bench 10 64", 0).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle_kib = rss_kib(gw.pid(), "VmRSS:");
         let watches: Vec<Arc<Watch>> = (0..count).map(|_| Arc::default()).collect();
-        let url = format!("{}/agents/demo", gw.base);
+        let url = format!("{}/agents/{agent}", gw.base);
         let followers: Vec<_> = watches
             .iter()
             .enumerate()
@@ -525,6 +554,13 @@ impl OpenStreams {
             open_kib,
             chunks_per_s,
         }
+    }
+
+    /// The extra memory per stream, if every stream stayed open.
+    fn per_stream_kib(&self) -> Option<f64> {
+        let extra = self.open_kib.saturating_sub(self.idle_kib);
+        (self.requested > 0 && self.open == self.requested)
+            .then(|| extra as f64 / self.requested as f64)
     }
 
     fn table_rows(&self) {
@@ -574,6 +610,7 @@ async fn main() {
     let rate = env_or("BENCH_PACED_RATE", 2_000);
     let paced_n = env_or("BENCH_PACED_EVENTS", 6_000);
     let idle_streams = env_or("BENCH_IDLE_STREAMS", 1_000);
+    let binding_rounds = env_or("BENCH_BINDING_ROUNDS", 5);
     let ticking_streams = env_or("BENCH_TICKING_STREAMS", 500);
     let (ticks_per_s, ticks_assumed) = clock_ticks_per_s();
 
@@ -585,11 +622,13 @@ async fn main() {
         .build()
         .unwrap();
 
-    let (flat, sized, dp, gp, peak) = {
+    let (flat, sized, dp, gp, by_binding, peak) = {
         let gw = start_gateway(&demo_url).await;
         // Warm up both paths, then alternate so both see the same machine conditions.
         direct(&http, &demo_url, "bench 500 64", 0).await;
-        via_gateway(&http, &gw, "bench 500 64", 0).await;
+        for (_, _, agent) in BINDINGS {
+            via_gateway(&http, &gw, agent, "bench 500 64", 0).await;
+        }
         let flat = Paired::run(
             &http,
             &demo_url,
@@ -612,27 +651,49 @@ async fn main() {
         let (mut dp, mut gp) = (Vec::new(), Vec::new());
         for id in 100..102 {
             dp.push(direct(&http, &demo_url, &paced, id).await);
-            gp.push(via_gateway(&http, &gw, &paced, id).await);
+            gp.push(via_gateway(&http, &gw, AGENT, &paced, id).await);
         }
         assert!(
             dp.iter().chain(&gp).all(|s| s.events == paced_n),
             "every paced event arrives"
         );
-        (flat, sized, dp, gp, rss_kib(gw.pid(), "VmHWM:"))
+        // The flat-out load once per binding per round, the bindings alternating.
+        let mut by_binding: Vec<Vec<Sample>> = BINDINGS.iter().map(|_| Vec::new()).collect();
+        for round in 0..binding_rounds {
+            for (samples, (_, _, agent)) in by_binding.iter_mut().zip(BINDINGS) {
+                let sample = via_gateway(&http, &gw, agent, &flat.load, 2_000 + round).await;
+                assert_eq!(
+                    sample.events, n,
+                    "every event of `{}` over {agent}",
+                    flat.load
+                );
+                samples.push(sample);
+            }
+        }
+        (flat, sized, dp, gp, by_binding, rss_kib(gw.pid(), "VmHWM:"))
     };
     // `idle S` sends nothing after its working status; `slow N` ticks every 100 ms. Both
     // outlast the measurement, which then closes its connections.
     let (idle_load, slow_load) = ("idle 120".to_owned(), "slow 1200".to_owned());
-    let idle = OpenStreams::measure(&http, &demo_url, "idle", idle_load, 0.0, idle_streams).await;
+    let idle_of = |agent| {
+        let (http, demo_url, load) = (&http, &demo_url, idle_load.clone());
+        async move { OpenStreams::measure(http, demo_url, agent, "idle", load, 0.0, idle_streams).await }
+    };
+    let idle = idle_of(AGENT).await;
     let ticking = OpenStreams::measure(
         &http,
         &demo_url,
+        AGENT,
         "ticking",
         slow_load,
         10.0,
         ticking_streams,
     )
     .await;
+    let mut idle_by_binding = vec![idle.per_stream_kib()];
+    for (_, _, agent) in &BINDINGS[1..] {
+        idle_by_binding.push(idle_of(agent).await.per_stream_kib());
+    }
 
     let (ds, gs) = (summarize(&flat.direct), summarize(&flat.gateway));
     let (dps, gps) = (summarize(&dp), summarize(&gp));
@@ -705,4 +766,47 @@ async fn main() {
     );
     idle.table_rows();
     ticking.table_rows();
+
+    // The bindings side by side: the same flat-out load, the same idle streams.
+    let upstream_per_run = flat.direct[0].frames as f64;
+    let cpu: Vec<f64> = by_binding
+        .iter()
+        .map(|samples| {
+            let ticks: u64 = samples.iter().map(|s| s.cpu_ticks).sum();
+            ticks as f64 / ticks_per_s * 1e6 / (upstream_per_run * samples.len() as f64)
+        })
+        .collect();
+    let last_ms: Vec<f64> = by_binding
+        .iter()
+        .map(|samples| summarize(samples).last_ms)
+        .collect();
+    let versus = |x: f64, base: f64| format!("{:.2}x JSON-RPC", x / base);
+    for (i, (label, _, _)) in BINDINGS.iter().enumerate() {
+        println!(
+            "| gateway CPU per A2A event over {label}, `{flat_load}`, {binding_rounds} rounds (us) | - | {:.2} | {} |",
+            cpu[i],
+            versus(cpu[i], cpu[0])
+        );
+    }
+    for (i, (label, _, _)) in BINDINGS.iter().enumerate() {
+        println!(
+            "| time to last event over {label}, `{flat_load}` (ms) | - | {:.1} | {} |",
+            last_ms[i],
+            versus(last_ms[i], last_ms[0])
+        );
+    }
+    for (i, (label, _, _)) in BINDINGS.iter().enumerate() {
+        match (idle_by_binding[i], idle_by_binding[0]) {
+            (Some(kib), Some(base)) => println!(
+                "| memory per open idle stream over {label}, {idle_streams} streams (KiB) | - | {kib:.1} | {} |",
+                versus(kib, base)
+            ),
+            (Some(kib), None) => println!(
+                "| memory per open idle stream over {label}, {idle_streams} streams (KiB) | - | {kib:.1} | |"
+            ),
+            (None, _) => println!(
+                "| memory per open idle stream over {label} (KiB) | - | n/a | not every stream stayed open |"
+            ),
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Building and serving the gateway: `build(Settings) -> App`, `bind(listen addresses)`,
 //! `App::serve(listener, shutdown)` (or `serve_all` on every listen address). `main` only
 //! parses flags, sets up logging and calls these, so tests and the benchmark run exactly the
-//! same app.
+//! same app. What the handlers and the runs share is its [`state`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -9,15 +9,17 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
-use crate::auth::Authenticator;
 use crate::binding::{BindingStore, RedisStore};
 use crate::config::{AgentSettings, BindingStoreKind, Settings};
+use crate::http;
 use crate::http::listener;
 use crate::http::server::ConnectionLimits;
-use crate::http::{self, AppState};
 use crate::registry::Registry;
+
+pub(crate) mod state;
+
+use self::state::Shared;
 
 /// A built gateway, ready to serve.
 #[derive(Debug)]
@@ -96,25 +98,16 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         None => None,
     };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let state = AppState {
-        registry: registry.clone(),
-        bindings: Arc::new(bindings),
-        limits: settings.limits.clone(),
-        timeouts: settings.timeouts,
-        runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs)),
-        stop: stop_rx,
-        cors_origins: settings.cors_origins.clone(),
-        auth: Arc::new(Authenticator::new(&settings.auth)),
+    let state = Shared::new(
+        &settings,
+        registry.clone(),
+        bindings,
         metrics,
-        run_limiter: settings
-            .rate_limits
-            .map(|r| Arc::new(http::ratelimit::RunLimiter::new(r))),
-        metrics_public: settings.metrics_public,
-        traces: traces.clone(),
-        copilotkit_base_path: settings.copilotkit_base_path.clone(),
-    };
+        traces.clone(),
+        stop_rx,
+    );
     Ok(App {
-        router: http::router(state),
+        router: http::router(state.into()),
         registry,
         settings,
         stop,

@@ -36,6 +36,7 @@ use subtle::ConstantTimeEq;
 use crate::config::inbound::{key_digest, ApiKey, AuthSettings};
 use crate::config::{Secret, Visibility};
 use crate::error::{Rejection, RequestError};
+use crate::ids::CallerId;
 use crate::redact::Shown;
 
 mod jwt;
@@ -50,7 +51,7 @@ const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// Who is calling: an API key's name, a JWT's identity claim, or [`ANONYMOUS`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Caller {
-    pub(crate) name: String,
+    pub(crate) id: CallerId,
     pub(crate) scopes: Vec<String>,
     /// The bearer, when a JWT authenticated the caller: what `token_exchange` and
     /// `forward_caller_token` send upstream (docs/security.md#upstream-credentials). A
@@ -62,10 +63,16 @@ impl Caller {
     /// The one caller of a gateway without inbound auth: every context is visible to it.
     pub(crate) fn anonymous() -> Self {
         Self {
-            name: ANONYMOUS.to_owned(),
+            id: CallerId::new(ANONYMOUS),
             scopes: vec![SCOPE_THREADS_ALL.to_owned()],
             token: None,
         }
+    }
+
+    /// Whether this caller is named [`ANONYMOUS`], as the caller of a gateway without
+    /// inbound auth is (its rate limit bucket is per address).
+    pub(crate) fn is_anonymous(&self) -> bool {
+        self.id.as_str() == ANONYMOUS
     }
 
     pub(crate) fn has_scope(&self, scope: &str) -> bool {
@@ -84,14 +91,18 @@ impl Caller {
     /// (docs/design.md#11-security): its own, or any with scope `threads:all`. Someone else's is
     /// refused
     /// as unknown (404), never as forbidden.
-    pub(crate) fn may_use(&self, created_by: &str) -> bool {
-        created_by == self.name || self.has_scope(SCOPE_THREADS_ALL)
+    pub(crate) fn may_use(&self, created_by: &CallerId) -> bool {
+        *created_by == self.id || self.has_scope(SCOPE_THREADS_ALL)
     }
 
     /// Whether this caller may use a context whose creator through the gateway is
     /// `created_by` (`None`: not created through the gateway) on an agent of `visibility`:
     /// the one rule the ownership check, thread lookups and thread lists apply.
-    pub(crate) fn may_use_context(&self, created_by: Option<&str>, visibility: Visibility) -> bool {
+    pub(crate) fn may_use_context(
+        &self,
+        created_by: Option<&CallerId>,
+        visibility: Visibility,
+    ) -> bool {
         match created_by {
             Some(creator) => self.may_use(creator),
             None => self.may_see_foreign(visibility),
@@ -158,7 +169,7 @@ impl Authenticator {
         }
         if let Some(key) = self.api_key(token) {
             return Ok(Caller {
-                name: key.name.clone(),
+                id: CallerId::new(key.name.clone()),
                 scopes: key.scopes.clone(),
                 token: None,
             });
@@ -293,7 +304,8 @@ mod tests {
         let auth = Authenticator::none();
         assert!(!auth.is_configured());
         let caller = auth.authenticate(None).unwrap();
-        assert_eq!(caller.name, ANONYMOUS);
+        assert_eq!(caller.id.as_str(), ANONYMOUS);
+        assert!(caller.is_anonymous());
         assert!(caller.has_scope(SCOPE_THREADS_ALL));
     }
 
@@ -307,10 +319,10 @@ mod tests {
         .unwrap();
         assert!(auth.is_configured());
         let console = check(&auth, "key-from-env-0123").unwrap();
-        assert_eq!(console.name, "console");
+        assert_eq!(console.id.as_str(), "console");
         assert!(console.has_scope("threads:all"));
         assert!(!console.has_scope("threads"));
-        assert_eq!(check(&auth, "literal-key-0123").unwrap().name, "ci");
+        assert_eq!(check(&auth, "literal-key-0123").unwrap().id.as_str(), "ci");
         assert_eq!(
             check(&auth, "flag-key-01234567").unwrap().scopes,
             Vec::<String>::new()
@@ -329,7 +341,7 @@ mod tests {
         let bare = HeaderValue::from_static("Bearer ");
         assert_eq!(auth.authenticate(Some(&bare)), Err(Rejection::Missing));
         let lower = HeaderValue::from_static("bearer literal-key-0123");
-        assert_eq!(auth.authenticate(Some(&lower)).unwrap().name, "ci");
+        assert_eq!(auth.authenticate(Some(&lower)).unwrap().id.as_str(), "ci");
         let huge = "k".repeat(MAX_TOKEN_BYTES + 1);
         assert_eq!(check(&auth, &huge), Err(Rejection::Invalid));
     }
@@ -362,7 +374,7 @@ mod tests {
     fn hs256_checks_signature_issuer_audience_and_expiry() {
         let auth = hs_auth();
         let good = check(&auth, &hs256(&claims(), HS_SECRET)).unwrap();
-        assert_eq!(good.name, "alice");
+        assert_eq!(good.id.as_str(), "alice");
         assert!(good.scopes.is_empty());
         let expired = with(claims(), "exp", json!(now() - 120));
         assert_eq!(
@@ -421,11 +433,11 @@ mod tests {
             "test-rsa.pem",
             &claims(),
         );
-        assert_eq!(check(&auth, &rs).unwrap().name, "alice");
+        assert_eq!(check(&auth, &rs).unwrap().id.as_str(), "alice");
         let no_kid = signed(Algorithm::RS256, None, "test-rsa.pem", &claims());
-        assert_eq!(check(&auth, &no_kid).unwrap().name, "alice");
+        assert_eq!(check(&auth, &no_kid).unwrap().id.as_str(), "alice");
         let es = signed(Algorithm::ES256, Some("test-ec"), "test-ec.pem", &claims());
-        assert_eq!(check(&auth, &es).unwrap().name, "alice");
+        assert_eq!(check(&auth, &es).unwrap().id.as_str(), "alice");
         // Signed by a key that is not in the set, with or without a kid that is.
         for kid in [Some("test-rsa"), None, Some("unknown")] {
             let other = signed(Algorithm::RS256, kid, "test-rsa-other.pem", &claims());
@@ -468,7 +480,7 @@ mod tests {
         let claims = json!({"email": "a@example.test", "scp": ["x"], "sub": "ignored", "iss": ISS, "aud": [AUD, "other"], "exp": now() + 60});
         let caller = check(&custom, &hs256(&claims, HS_SECRET)).unwrap();
         assert_eq!(
-            (caller.name.as_str(), caller.scopes),
+            (caller.id.as_str(), caller.scopes),
             ("a@example.test", vec!["x".to_owned()])
         );
     }
@@ -484,7 +496,10 @@ mod tests {
         // The probes' paths get no pass here: a route is open only when mounted outside.
         let app = axum::Router::new()
             .route("/healthz", get(|| async { "ok" }))
-            .route("/who", get(|caller: Caller| async move { caller.name }))
+            .route(
+                "/who",
+                get(|caller: Caller| async move { String::from(caller.id) }),
+            )
             .layer(axum::middleware::from_fn_with_state(auth, require_caller))
             .route("/open", get(|| async { "open" }));
         let call = |path: &str, token: Option<&str>| {

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::bridge::interrupt::InterruptId;
+use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 use crate::redact::Shown;
 
 pub(crate) mod memory;
@@ -31,11 +32,11 @@ pub(crate) use self::redis::{RedisStore, Unavailable};
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadRecord {
-    pub thread_id: String,
-    pub context_id: String,
+    pub thread_id: ThreadId,
+    pub context_id: ContextId,
     /// The thread's last task, once one was seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
 }
 
 /// A binding store: one of the kinds, and the count of its failures.
@@ -72,7 +73,12 @@ impl BindingStore {
 
     /// The contextId `owner` bound to `thread_id` on `agent`, if the store has it and
     /// answers.
-    pub(crate) async fn get(&self, owner: &str, agent: &str, thread_id: &str) -> Option<String> {
+    pub(crate) async fn get(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+    ) -> Option<ContextId> {
         match &self.kind {
             Kind::Memory(m) => m.get(owner, agent, thread_id),
             Kind::Redis(r) => match r.get(owner, agent, thread_id).await {
@@ -94,7 +100,13 @@ impl BindingStore {
 
     /// Binds `owner`'s `thread_id` on `agent` to `context_id`. A store that fails loses the
     /// binding (logged and counted), never the run.
-    pub(crate) async fn put(&self, owner: &str, agent: &str, thread_id: &str, context_id: &str) {
+    pub(crate) async fn put(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+        context_id: &ContextId,
+    ) {
         let stored = match &self.kind {
             Kind::Memory(m) => {
                 m.put(owner, agent, thread_id, context_id);
@@ -107,13 +119,13 @@ impl BindingStore {
         };
         if let Err((store, reason)) = stored {
             self.errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%store, agent, thread_id = %Shown(thread_id), %reason, "binding not stored; the client's state still carries the context");
+            tracing::warn!(%store, agent, thread_id = %Shown(thread_id.as_str()), %reason, "binding not stored; the client's state still carries the context");
         }
     }
 
     /// Records the context and last task of `owner`'s thread (for the thread list of
     /// upstreams without `ListTasks`). Losing it costs the thread its place in that list.
-    pub(crate) async fn put_task(&self, owner: &str, agent: &str, record: &ThreadRecord) {
+    pub(crate) async fn put_task(&self, owner: &CallerId, agent: &str, record: &ThreadRecord) {
         let stored = match &self.kind {
             Kind::Memory(m) => {
                 m.put_task(owner, agent, record);
@@ -130,10 +142,10 @@ impl BindingStore {
     /// answers (a failure reads as none: the run then shows no history it was not asked for).
     pub(crate) async fn last_task(
         &self,
-        owner: &str,
+        owner: &CallerId,
         agent: &str,
-        thread_id: &str,
-    ) -> Option<String> {
+        thread_id: &ThreadId,
+    ) -> Option<TaskId> {
         match &self.kind {
             Kind::Memory(m) => m.last_task(owner, agent, thread_id),
             Kind::Redis(r) => r
@@ -149,7 +161,7 @@ impl BindingStore {
     /// `owner`'s threads on `agent` with their context and last task, at most `limit`.
     pub(crate) async fn threads_of(
         &self,
-        owner: &str,
+        owner: &CallerId,
         agent: &str,
         limit: usize,
     ) -> Vec<ThreadRecord> {
@@ -164,7 +176,11 @@ impl BindingStore {
 
     /// Who created `context_id` on `agent` through the gateway: `(owner, threadId)`. `None`
     /// for a context the gateway did not create (or forgot, or cannot ask about now).
-    pub(crate) async fn owner_of(&self, agent: &str, context_id: &str) -> Option<(String, String)> {
+    pub(crate) async fn owner_of(
+        &self,
+        agent: &str,
+        context_id: &ContextId,
+    ) -> Option<(CallerId, ThreadId)> {
         match &self.kind {
             Kind::Memory(m) => m.owner_of(agent, context_id),
             Kind::Redis(r) => r.owner_of(agent, context_id).await.unwrap_or_else(|_| {

@@ -20,16 +20,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::agui::RunAgentInput;
-use crate::auth::{self, Authenticator, Caller};
-use crate::binding::BindingStore;
+use crate::app::state::AppState;
+use crate::auth::{self, Caller};
 use crate::bridge::request;
-use crate::config::{Limits, TimeoutSettings};
+use crate::config::Limits;
 use crate::error::RequestError;
+use crate::ids::ContextId;
 use crate::redact::Shown;
-use crate::registry::{Agent, Registry};
+use crate::registry::Agent;
 use crate::run::{self, RunRequest};
 
 pub(crate) mod console;
@@ -45,31 +46,6 @@ pub(crate) mod sse;
 pub(crate) mod threads;
 
 use sse::SseBody;
-
-/// Shared state of the handlers.
-#[derive(Clone)]
-pub(crate) struct AppState {
-    pub registry: Arc<Registry>,
-    pub bindings: Arc<BindingStore>,
-    pub limits: Limits,
-    pub timeouts: TimeoutSettings,
-    pub runs: Arc<Semaphore>,
-    /// Flipped to `true` when open runs must end (shutdown after the drain period).
-    pub stop: tokio::sync::watch::Receiver<bool>,
-    /// Browser origins allowed cross-origin access.
-    pub cors_origins: Vec<HeaderValue>,
-    /// Who may call (inbound auth).
-    pub auth: Arc<Authenticator>,
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// `rate_limits`, if configured.
-    pub run_limiter: Option<Arc<ratelimit::RunLimiter>>,
-    /// `metrics_public`: `/metrics` without inbound auth.
-    pub metrics_public: bool,
-    /// The traces exporter, when telemetry is configured.
-    pub traces: Option<Arc<crate::telemetry::Traces>>,
-    /// Where the CopilotKit runtime routes are mounted, if they are ([`copilotkit`]).
-    pub copilotkit_base_path: Option<String>,
-}
 
 /// The client's address, put on every request by the accept loop ([`listener`]).
 #[derive(Debug, Clone, Copy)]
@@ -351,7 +327,7 @@ async fn check_ownership(
     let Ok(task) = upstream.client.get_task(task_id, Some(0)).await else {
         return Ok(());
     };
-    let Some(context_id) = task.context_id else {
+    let Some(context_id) = task.context_id.map(ContextId::new) else {
         return Ok(());
     };
     // No ownership record (a forgotten one: memory store restarted, TTL elapsed): the
@@ -362,7 +338,7 @@ async fn check_ownership(
         .any(|c| *c == context_id);
     let creator = s.bindings.owner_of(name, &context_id).await.map(|(c, _)| c);
     let allowed = (creator.is_none() && named)
-        || caller.may_use_context(creator.as_deref(), agent.settings.visibility);
+        || caller.may_use_context(creator.as_ref(), agent.settings.visibility);
     if allowed {
         Ok(())
     } else {
@@ -399,7 +375,7 @@ pub(crate) async fn read_run(
 ) -> Result<RunBody, RequestError> {
     if let Some(limiter) = &s.run_limiter {
         let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
-        let key = ratelimit::RunLimiter::key(&caller.name, caller.name == auth::ANONYMOUS, addr);
+        let key = ratelimit::RunLimiter::key(caller.id.as_str(), caller.is_anonymous(), addr);
         if let Err(wait) = limiter.check(&key) {
             s.metrics.rate_limited();
             return Err(RequestError::RateLimited(wait));
@@ -457,25 +433,20 @@ pub(crate) async fn start_run(
     let trace = s
         .traces
         .as_ref()
-        .map(|t| t.run(&headers, &agent.settings.name, &input.thread_id));
+        .map(|t| t.run(&headers, &agent.settings.name, input.thread_id.as_str()));
     let trace_id = trace.as_ref().map(|t| t.trace_id()).unwrap_or_default();
-    tracing::info!(agent = %agent.settings.name, caller = %Shown(&caller.name), thread_id = %Shown(&input.thread_id), run_id = %Shown(&input.run_id), trace_id, "{what}");
+    tracing::info!(agent = %agent.settings.name, caller = %Shown(caller.id.as_str()), thread_id = %Shown(input.thread_id.as_str()), run_id = %Shown(&input.run_id), trace_id, "{what}");
     // Contexts not created through the gateway (docs/design.md#11-security).
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
         agent,
-        registry: s.registry.clone(),
-        bindings: s.bindings.clone(),
+        app: s.clone(),
         input,
         plan,
-        limits: s.limits.clone(),
-        timeouts: s.timeouts,
         permit,
-        stop: s.stop.clone(),
         may_pick_up,
-        owner: caller.name.clone(),
+        owner: caller.id.clone(),
         caller_token: caller.token.clone(),
-        metrics: s.metrics.clone(),
         trace,
     });
     Ok(event_stream(SseBody::new(events, sse::KEEP_ALIVE)))
@@ -501,11 +472,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::state::Shared;
+    use crate::registry::Registry;
     use axum::body::Body;
     use axum::http::Request as HttpRequest;
     use tower::ServiceExt;
 
-    fn state() -> AppState {
+    /// The state of a gateway with no agent, one run slot, one browser origin and the
+    /// CopilotKit routes, to adjust before it is shared.
+    fn shared() -> Shared {
         let config = crate::config::settings(
             Default::default(),
             crate::config::Overrides {
@@ -514,29 +489,25 @@ mod tests {
             },
         )
         .unwrap();
-        AppState {
-            registry: Arc::new(
-                Registry::new(
-                    Vec::new(),
-                    Duration::from_secs(1),
-                    Duration::from_secs(1),
-                    1024,
-                )
-                .unwrap(),
-            ),
-            bindings: Arc::new(BindingStore::memory()),
-            limits: config.limits,
-            timeouts: config.timeouts,
-            runs: Arc::new(Semaphore::new(1)),
-            stop: tokio::sync::watch::channel(false).1,
+        let registry = Arc::new(
+            Registry::new(
+                Vec::new(),
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+                1024,
+            )
+            .unwrap(),
+        );
+        Shared {
+            runs: Arc::new(tokio::sync::Semaphore::new(1)),
             cors_origins: vec![HeaderValue::from_static("https://app.example")],
-            auth: Arc::new(Authenticator::none()),
-            metrics: Arc::new(crate::metrics::Metrics::new(Default::default())),
-            run_limiter: None,
-            metrics_public: false,
-            traces: None,
             copilotkit_base_path: Some("/copilotkit".into()),
+            ..Shared::for_tests(&config, registry)
         }
+    }
+
+    fn state() -> AppState {
+        shared().into()
     }
 
     #[tokio::test]
@@ -627,12 +598,12 @@ mod tests {
             serde_yaml_ng::from_str("api_keys: [{name: console, key: k-0123456789abcdef}]")
                 .unwrap();
         for metrics_public in [false, true] {
-            let mut s = state();
-            s.auth = Arc::new(Authenticator::new(
+            let mut s = shared();
+            s.auth = Arc::new(crate::auth::Authenticator::new(
                 &crate::config::inbound::parse(&keyed, &[]).unwrap(),
             ));
             s.metrics_public = metrics_public;
-            let app = router(s);
+            let app = router(s.into());
             let mut open = Vec::new();
             for (method, uri) in &requests {
                 let req = HttpRequest::builder()
@@ -771,7 +742,7 @@ mod tests {
             },
         )
         .unwrap();
-        let mut s = state();
+        let mut s = shared();
         s.registry = Arc::new(
             Registry::new(
                 config.agents,
@@ -781,6 +752,7 @@ mod tests {
             )
             .unwrap(),
         );
+        let s = AppState::from(s);
         let get = |uri: &str| {
             let req = HttpRequest::builder().uri(uri).body(Body::empty()).unwrap();
             let app = router(s.clone());

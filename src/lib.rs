@@ -11,6 +11,7 @@
 //!   recovery, and the terminal-event guarantee.
 //! - [`registry`]: configured agents, their cards, readiness.
 //! - [`upstream`]: what the gateway presents to agents: TLS and credentials.
+//! - [`ids`]: the ids a conversation is keyed by (thread, context, task, caller), as types.
 //! - [`auth`]: inbound auth: who is calling (API keys, JWT), the caller of every request.
 //! - [`binding`]: the binding store (owner + agent + threadId -> contextId): memory or Redis.
 //! - [`error`]: the error vocabulary: request errors (HTTP) and run errors (`RUN_ERROR`).
@@ -21,7 +22,7 @@
 //! - [`metrics`]: the Prometheus metrics served at `/metrics`.
 //! - [`telemetry`]: traces over OTLP: a span per run and per upstream call.
 //! - [`demo`]: the embedded demo A2A agent (`--demo`).
-//! - [`app`]: build the app from settings and serve it.
+//! - [`app`]: build the app from settings and serve it; the state its handlers and runs share.
 
 pub mod a2a;
 pub(crate) mod agui;
@@ -34,6 +35,7 @@ pub mod demo;
 pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod http1;
+pub(crate) mod ids;
 pub(crate) mod metrics;
 pub(crate) mod redact;
 pub(crate) mod registry;

@@ -174,9 +174,9 @@ struct Unready {
     detail: String,
     /// For `/readyz`, which anyone may read: only what the (public) card offered, when it
     /// was read and offers no interface the gateway speaks, why the TLS handshake was
-    /// refused ([`crate::a2a::tls::explain`]: no URL, nothing the agent sent), or why no
-    /// upstream credentials could be had (a token endpoint's status and error code, a
-    /// file's path; no secret).
+    /// refused ([`AgentTls::explain`]: no URL, nothing the agent sent), or why no upstream
+    /// credentials could be had (a token endpoint's status and error code, a file's path;
+    /// no secret).
     unusable: Option<String>,
 }
 
@@ -347,15 +347,12 @@ impl Registry {
         call_timeout: Duration,
         max_event_bytes: usize,
     ) -> Result<Self, String> {
-        let shared = Transport::new(AgentTls::default_trust().clone(), connect_timeout)?;
         let mut built = BTreeMap::new();
         for s in agents {
-            let transport = if s.tls.is_default() {
-                shared.clone()
-            } else {
-                let tls = AgentTls::new(&s.tls).map_err(|e| format!("agent {}: {e}", s.name))?;
-                Transport::new(tls, connect_timeout)?
-            };
+            // One TLS per agent, even with default settings: what a refused handshake
+            // teaches (a client certificate asked for) is the agent's own.
+            let tls = AgentTls::new(&s.tls).map_err(|e| format!("agent {}: {e}", s.name))?;
+            let transport = Transport::new(tls, connect_timeout)?;
             let agent = Agent {
                 // Token endpoints are called with the agent's client (its TLS, no redirects).
                 credentials: Credentials::new(&s, transport.http.clone(), call_timeout),
@@ -451,7 +448,8 @@ impl Registry {
             .resolve(agent)
             .await
             .map_err(|e| format!("agent {} is not reachable: {e}", agent.settings.name))?;
-        match caller_client(agent, &upstream.client, &caller.name, caller.token.as_ref())? {
+        let owner = caller.id.as_str();
+        match caller_client(agent, &upstream.client, owner, caller.token.as_ref())? {
             None => Ok(upstream),
             Some(client) => Ok(upstream.with_client(client)),
         }
@@ -528,8 +526,13 @@ impl Registry {
                     continue;
                 }
                 Err(e) => {
-                    tls_refusal = tls_refusal.or_else(|| crate::a2a::tls::explain(&e));
-                    errors.push(format!("{shown}: {}", crate::a2a::client::describe(&e)));
+                    let refusal = agent.transport.tls.explain(&e);
+                    let said = match &refusal {
+                        Some(reason) => reason.clone(),
+                        None => crate::a2a::client::describe(&e),
+                    };
+                    errors.push(format!("{shown}: {said}"));
+                    tls_refusal = tls_refusal.or(refusal);
                     continue;
                 }
             };
@@ -956,7 +959,7 @@ mod tests {
         registry.refresh(&agent).await.unwrap();
         *agent_side.accept.lock().unwrap() = "Bearer caller.jwt.token".into();
         let jwt_caller = Caller {
-            name: "alice".into(),
+            id: crate::ids::CallerId::new("alice"),
             scopes: vec![],
             token: Some("caller.jwt.token".parse().unwrap()),
         };

@@ -27,17 +27,19 @@ use crate::a2a::model::{OutgoingMessage, StreamEvent, Task};
 use crate::a2a::Operation;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
+use crate::app::state::AppState;
 use crate::binding::{BindingStore, ThreadRecord};
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::ClientView;
 use crate::bridge::{history, lane};
 use crate::bridge::{Projector, RunFrame};
-use crate::config::{ContextIds, Limits, Secret, TimeoutSettings};
+use crate::config::{ContextIds, Secret};
 use crate::error::RunError;
-use crate::metrics::{Metrics, OpenStream};
+use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
+use crate::metrics::OpenStream;
 use crate::redact::Shown;
-use crate::registry::{self, Agent, Registry, Resolved};
+use crate::registry::{self, Agent, Resolved};
 use crate::telemetry::RunTrace;
 
 mod meter;
@@ -59,18 +61,15 @@ const CHANNEL_CAPACITY: usize = 16;
 /// Everything a run needs, handed over by the HTTP handler.
 pub(crate) struct RunRequest {
     pub agent: Arc<Agent>,
-    pub registry: Arc<Registry>,
-    pub bindings: Arc<BindingStore>,
+    /// The gateway's registry, binding store, limits, timeouts, metrics, and its stop
+    /// signal: when it turns `true`, open runs end with `RUN_ERROR`.
+    pub app: AppState,
     pub input: RunAgentInput,
     pub plan: Plan,
-    pub limits: Limits,
-    pub timeouts: TimeoutSettings,
     /// Held for the run's lifetime (`limits.max_concurrent_runs`).
     pub permit: OwnedSemaphorePermit,
-    /// Becomes `true` when the gateway stops: open runs end with `RUN_ERROR`.
-    pub stop: tokio::sync::watch::Receiver<bool>,
     /// The caller's identity: the owner of the thread's binding (docs/design.md#11-security).
-    pub owner: String,
+    pub owner: CallerId,
     /// The caller's bearer when a JWT authenticated it (the caller-dependent upstream
     /// credentials send or exchange it, docs/security.md#upstream-credentials).
     pub caller_token: Option<Secret>,
@@ -78,7 +77,6 @@ pub(crate) struct RunRequest {
     /// a
     /// threadId the upstream knows as a context may be picked up.
     pub may_pick_up: bool,
-    pub metrics: Arc<Metrics>,
     /// The run's span, when traces are on (docs/design.md#10-observability).
     pub trace: Option<RunTrace>,
 }
@@ -96,7 +94,7 @@ pub(crate) struct RunEvents {
 
 struct CancelOnDrop {
     client: crate::a2a::client::Client,
-    task_id: String,
+    task_id: TaskId,
 }
 
 impl Stream for RunEvents {
@@ -124,8 +122,8 @@ impl Drop for RunEvents {
         if let Some(CancelOnDrop { client, task_id }) = pending {
             // Bounded by `timeouts.upstream_call` like every unary call.
             tokio::spawn(async move {
-                let task = Shown(&task_id);
-                match client.cancel_task(&task_id).await {
+                let task = Shown(task_id.as_str());
+                match client.cancel_task(task_id.as_str()).await {
                     Ok(_) => {
                         tracing::info!(task_id = %task, "task cancelled after client disconnect")
                     }
@@ -142,12 +140,12 @@ impl Drop for RunEvents {
 pub(crate) fn start(req: RunRequest) -> RunEvents {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let agent = req.agent.settings.name.clone();
-    let open = req.metrics.stream_opened(&agent);
+    let open = req.app.metrics.stream_opened(&agent);
     let sink = Sink {
         tx,
-        client_write: req.timeouts.client_write,
+        client_write: req.app.timeouts.client_write,
         meter: Arc::new(RunMeter {
-            metrics: req.metrics.clone(),
+            metrics: req.app.metrics.clone(),
             agent,
             started: std::time::Instant::now(),
             trace: req.trace.clone(),
@@ -172,8 +170,8 @@ pub(crate) fn start(req: RunRequest) -> RunEvents {
 /// state for the whole stream (memory per open stream, docs/performance.md).
 async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
     let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
-    let run_timeout = req.timeouts.run;
-    let mut stop = req.stop.clone();
+    let run_timeout = req.app.timeouts.run;
+    let mut stop = req.app.stop.clone();
     let preparing = sink.clone();
     let prepared =
         Box::pin(async move { Box::new(Run::prepare(*req, preparing, cancel_on_drop).await) });
@@ -181,14 +179,14 @@ async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Optio
     let mut run = match prepared {
         Ok(run) => run,
         Err(_) => {
-            tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
+            tracing::error!(thread_id = %Shown(thread_id.as_str()), run_id = %Shown(&run_id), "run panicked");
             let _ = sink.emit(unprepared_failure(thread_id, run_id)).await;
             return;
         }
     };
     let ended = bounded(run_timeout, &mut stop, Box::pin(run.execute())).await;
     if matches!(ended, Some(RunError::Internal)) {
-        tracing::error!(thread_id = %Shown(&thread_id), run_id = %Shown(&run_id), "run panicked");
+        tracing::error!(thread_id = %Shown(thread_id.as_str()), run_id = %Shown(&run_id), "run panicked");
     }
     // Every path above ends the run; should one not have, it still gets its terminal event.
     let error = ended.unwrap_or(RunError::Internal);
@@ -221,9 +219,9 @@ async fn bounded<W: std::future::Future>(
 }
 
 /// The events of a run whose preparation panicked.
-fn unprepared_failure(thread_id: String, run_id: String) -> Vec<Event> {
+fn unprepared_failure(thread_id: ThreadId, run_id: String) -> Vec<Event> {
     let mut projector = Projector::new(RunFrame {
-        thread_id,
+        thread_id: thread_id.into(),
         run_id,
         ..RunFrame::default()
     });
@@ -231,19 +229,17 @@ fn unprepared_failure(thread_id: String, run_id: String) -> Vec<Event> {
 }
 
 struct Run {
-    thread_id: String,
+    thread_id: ThreadId,
     /// The caller's identity, the owner of the thread's binding.
-    owner: String,
+    owner: CallerId,
     /// The caller's bearer, if a JWT ([`RunRequest::caller_token`]).
     caller_token: Option<Secret>,
     /// The client's transcript, for a complete `MESSAGES_SNAPSHOT` on reattach.
     client_messages: Vec<ClientMessage>,
     agent: Arc<Agent>,
-    registry: Arc<Registry>,
-    bindings: Arc<BindingStore>,
+    /// The registry, binding store, limits and timeouts the run goes by.
+    app: AppState,
     plan: Plan,
-    limits: Limits,
-    timeouts: TimeoutSettings,
     projector: Projector,
     sink: Sink,
     upstream_events: u64,
@@ -253,16 +249,16 @@ struct Run {
     /// The contextId was written to the binding store.
     bound: bool,
     /// What the binding store held for the thread (reading it renewed it).
-    stored_binding: Option<String>,
+    stored_binding: Option<ContextId>,
     /// The task `cancel_on_drop` is armed for.
-    armed_task: Option<String>,
+    armed_task: Option<TaskId>,
     /// The last task recorded for the thread in the binding store.
-    recorded_task: Option<String>,
+    recorded_task: Option<TaskId>,
     /// The A2A messageId this run sent, to find its place in task history on recovery.
     sent_message_id: Option<String>,
     /// The context whose history is read before the message goes, to open the run with it
     /// (pick-up or catch-up, [`ContextSource::history_to_read`]).
-    pick_up: Option<String>,
+    pick_up: Option<ContextId>,
     /// What the forwarding lane adds to the message's metadata (docs/design.md#8-forwarding-lane).
     lane: serde_json::Map<String, serde_json::Value>,
     /// The run's span, parent of each upstream call's (docs/design.md#10-observability).
@@ -278,7 +274,7 @@ struct Run {
 async fn holds_the_thread(
     input: &RunAgentInput,
     bindings: &BindingStore,
-    owner: &str,
+    owner: &CallerId,
     agent: &Agent,
 ) -> bool {
     if !history::holds_earlier_turns(&input.messages) {
@@ -289,7 +285,7 @@ async fn holds_the_thread(
     };
     let agent = &agent.settings.name;
     let last = bindings.last_task(owner, agent, &input.thread_id).await;
-    last.is_none_or(|last| last == seen)
+    last.is_none_or(|last| last.as_str() == seen)
 }
 
 impl Run {
@@ -303,27 +299,22 @@ impl Run {
     ) -> Self {
         let RunRequest {
             agent,
-            registry,
-            bindings,
+            app,
             mut input,
             mut plan,
-            limits,
-            timeouts,
             permit,
-            stop: _,
             may_pick_up,
             owner,
             caller_token,
-            metrics: _,
             trace,
         } = req;
         let mut candidates = plan.context_candidates();
         if candidates.needs_binding() {
             let (agent, thread) = (&agent.settings.name, &input.thread_id);
-            candidates.binding = bindings.get(&owner, agent, thread).await;
+            candidates.binding = app.bindings.get(&owner, agent, thread).await;
         }
         if agent.settings.context_ids == ContextIds::Client {
-            candidates.thread_id = Some(input.thread_id.clone());
+            candidates.thread_id = Some(ContextId::of_thread(&input.thread_id));
         }
         let cues = lane::Cues::defaults(&agent.settings.forward).with(&plan.options.cues);
         let carried = lane::carry(&input, &cues);
@@ -332,22 +323,22 @@ impl Run {
         let sends_new_message = matches!(&plan.action, Action::Send(m) if m.task_id.is_none());
         let holds_the_thread = sends_new_message
             && resolved.is_some()
-            && Box::pin(holds_the_thread(&input, &bindings, &owner, &agent)).await;
+            && Box::pin(holds_the_thread(&input, &app.bindings, &owner, &agent)).await;
         let pick_up = ContextSource::history_to_read(
-            resolved.as_ref().map(|(id, source)| (id.as_str(), *source)),
+            resolved.as_ref().map(|(id, source)| (id, *source)),
             &input.thread_id,
             may_pick_up,
             holds_the_thread,
         )
         .filter(|_| sends_new_message);
         let context_id = resolved.map(|(id, _)| id);
-        plan.bind_context(context_id.as_deref());
+        plan.bind_context(context_id.as_ref());
         let frame = RunFrame {
-            thread_id: input.thread_id.clone(),
+            thread_id: input.thread_id.to_string(),
             run_id: input.run_id.clone(),
             v1_client: input.is_v1_client(),
             client_state: input.state.take(),
-            context_id,
+            context_id: context_id.map(String::from),
             task_id: plan.task_id().map(str::to_owned),
             resolves: match plan.action {
                 Action::Refuse(_) => Vec::new(),
@@ -355,19 +346,16 @@ impl Run {
             },
             // Whenever the agent is given the state, what it was given is recorded.
             state_digests: cues.state.is_some(),
-            ..RunFrame::limited(&limits)
+            ..RunFrame::limited(&app.limits)
         };
         Self {
-            thread_id: std::mem::take(&mut input.thread_id),
+            thread_id: input.thread_id,
             owner,
             caller_token,
             client_messages: std::mem::take(&mut input.messages),
             agent,
-            registry,
-            bindings,
+            app,
             plan,
-            limits,
-            timeouts,
             projector: Projector::new(frame),
             sink,
             upstream_events: 0,
@@ -430,13 +418,18 @@ impl Run {
     /// the cancel-on-disconnect for the task.
     async fn after_apply(&mut self) {
         if !self.bound {
-            if let Some(context_id) = self.projector.context_id().map(str::to_owned) {
+            if let Some(context_id) = self.projector.context_id().map(ContextId::new) {
                 let agent = &self.agent.settings.name;
                 let thread = &self.thread_id;
-                if self.stored_binding.as_deref() != Some(context_id.as_str()) {
+                if self.stored_binding.as_ref() != Some(&context_id) {
                     // Boxed, as every rare await of the run: a future's size is that of its
                     // largest state, held for the whole stream (memory per open stream).
-                    Box::pin(self.bindings.put(&self.owner, agent, thread, &context_id)).await;
+                    Box::pin(
+                        self.app
+                            .bindings
+                            .put(&self.owner, agent, thread, &context_id),
+                    )
+                    .await;
                 }
                 self.bound = true;
             }
@@ -444,15 +437,15 @@ impl Run {
         // The thread's last task, once per task (the thread list of upstreams without
         // `ListTasks` reads its status from it).
         let task = self.projector.task_id();
-        if task.is_some() && task != self.recorded_task.as_deref() {
+        if task.is_some() && task != self.recorded_task.as_ref().map(TaskId::as_str) {
             if let (Some(task_id), Some(context_id)) = (task, self.projector.context_id()) {
                 let record = ThreadRecord {
                     thread_id: self.thread_id.clone(),
-                    context_id: context_id.to_owned(),
-                    task_id: Some(task_id.to_owned()),
+                    context_id: ContextId::new(context_id),
+                    task_id: Some(TaskId::new(task_id)),
                 };
                 let agent = &self.agent.settings.name;
-                Box::pin(self.bindings.put_task(&self.owner, agent, &record)).await;
+                Box::pin(self.app.bindings.put_task(&self.owner, agent, &record)).await;
                 self.recorded_task = record.task_id;
             }
         }
@@ -461,7 +454,7 @@ impl Run {
         }
         // Re-armed only when the task to cancel changes, not on every event.
         let wanted = (!self.projector.is_finished())
-            .then(|| self.projector.task_id().map(str::to_owned))
+            .then(|| self.projector.task_id().map(TaskId::new))
             .flatten();
         if wanted == self.armed_task {
             return;
@@ -486,7 +479,7 @@ impl Run {
     /// and the caller's credentials ([`registry::caller_client`]); `None`: as it is.
     fn caller_client(&self, client: &Client) -> Result<Option<Client>, RunError> {
         let token = self.caller_token.as_ref();
-        registry::caller_client(&self.agent, client, &self.owner, token)
+        registry::caller_client(&self.agent, client, self.owner.as_str(), token)
             .map_err(RunError::UpstreamUnavailable)
     }
 
@@ -505,7 +498,7 @@ impl Run {
         }
         // Boxed, like every step below: execute's future lives as long as the run, so a
         // step's state must not size it (memory per open stream, docs/performance.md).
-        let upstream = match Box::pin(self.registry.resolve(&self.agent)).await {
+        let upstream = match Box::pin(self.app.registry.resolve(&self.agent)).await {
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("agent {} is not reachable: {e}", self.agent.settings.name);
@@ -571,7 +564,7 @@ impl Run {
     async fn pick_up(
         &mut self,
         upstream: &Resolved,
-        context_id: String,
+        context_id: ContextId,
     ) -> Result<(), Disconnected> {
         if !upstream.client.supports(Operation::ListTasks) {
             return Ok(());
@@ -579,7 +572,7 @@ impl Run {
         let listed = upstream
             .client
             .list_tasks_paged(
-                Some(&context_id),
+                Some(context_id.as_str()),
                 PICK_UP_PAGE_SIZE,
                 PICK_UP_PAGES,
                 PICK_UP_HISTORY,
@@ -603,7 +596,7 @@ impl Run {
         self.plan.bind_context(Some(&context_id));
         let events = self
             .projector
-            .pick_up(&context_id, &tasks, &self.client_messages);
+            .pick_up(context_id.as_str(), &tasks, &self.client_messages);
         self.emit(events).await
     }
 
@@ -622,7 +615,7 @@ impl Run {
         }
         let history = self.plan.options.history_length;
         let open = Box::pin(upstream.client.stream_message(message, history));
-        let first_event = self.timeouts.first_event;
+        let first_event = self.app.timeouts.first_event;
         let stream = match tokio::time::timeout(first_event, open).await {
             Ok(r) => r?,
             Err(_) => {
@@ -644,7 +637,7 @@ impl Run {
         let history = self.plan.options.history_length;
         let result = upstream
             .client
-            .send_message(message, history, Some(self.timeouts.run))
+            .send_message(message, history, Some(self.app.timeouts.run))
             .await?;
         // A task result holds the whole turn in its history: projected like a recovered
         // snapshot, so the live view and a later rebuild agree

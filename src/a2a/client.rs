@@ -369,13 +369,22 @@ impl Client {
         let (req, head_timeout) = self.build(wire, call, trace_headers);
         let resp = head_within(head_timeout, req.send())
             .await?
-            .map_err(|e| failure(&e, head_timeout))?;
+            .map_err(|e| self.failure(&e, head_timeout))?;
         if !resp.status().is_success() {
             let status = resp.status();
             let body = read_limited(resp, self.error_body_limit(), None);
             return Err(self.refusal(status, async { body.await.ok() }).await);
         }
         Ok(resp)
+    }
+
+    /// A transport error of this endpoint as a [`ClientError`]: a refused TLS handshake by
+    /// its reason ([`super::tls::AgentTls::explain`]), else as [`failure`] says.
+    fn failure(&self, e: &reqwest::Error, timeout: Option<Duration>) -> ClientError {
+        match self.tls.explain(e) {
+            Some(reason) => ClientError::Unavailable(format!("{reason} ({})", self.endpoint_url())),
+            None => failure(e, timeout),
+        }
     }
 
     /// How much of an error body is read: [`MAX_ERROR_BODY`] within

@@ -64,7 +64,7 @@ pub(crate) async fn send(
     let connect = tls.connect(url, Alpn::Http1);
     let mut io = match tokio::time::timeout(connect_timeout, connect).await {
         Ok(Ok(io)) => io,
-        Ok(Err(e)) => match super::tls::explain(&e) {
+        Ok(Err(e)) => match tls.explain(&e) {
             Some(reason) => return Err(format!("cannot connect: {reason}")),
             None => return Err(format!("cannot connect: {e}")),
         },

@@ -203,6 +203,19 @@ pub const BY_GRPC_STATUS: [(&str, &str); 3] = [
     ("INTERNAL", "INTERNAL_ERROR"),
 ];
 
+/// The `@type` of a `google.rpc.ErrorInfo` detail (a type URL as the JSON bindings write it;
+/// readers match its suffix).
+pub const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+
+/// The `ErrorInfo.domain` of A2A errors (A2A 1.0 §5.4).
+pub const ERROR_DOMAIN: &str = "a2a-protocol.org";
+
+/// The error with this JSON-RPC code (what a server, the demo agent, answers in the other
+/// bindings' spelling).
+pub fn by_rpc_code(code: i64) -> Option<&'static A2aError> {
+    TABLE.iter().find(|e| e.rpc_code == code)
+}
+
 /// The error a `google.rpc.ErrorInfo` reason names.
 pub fn by_reason(reason: &str) -> Option<&'static A2aError> {
     TABLE.iter().find(|e| e.reason == reason)
@@ -251,5 +264,9 @@ mod tests {
             assert_eq!(by_reason(reason).map(|e| e.grpc_status), Some(code));
         }
         assert_eq!(by_reason("SOMETHING_ELSE"), None);
+        for e in &TABLE {
+            assert_eq!(by_rpc_code(e.rpc_code), Some(e));
+        }
+        assert_eq!(by_rpc_code(rpc_code::PARSE_ERROR), None);
     }
 }

@@ -33,7 +33,8 @@ use super::model::{
     StatusUpdate, StreamEvent, Task, TaskPage, TaskState, TaskStatus,
 };
 
-/// The code generated from `proto/a2a.proto` (client only).
+/// The code generated from `proto/a2a.proto`: the client used here, the server the demo
+/// agent implements (`crate::demo`).
 #[allow(unreachable_pub, clippy::all, clippy::pedantic)]
 pub mod pb {
     tonic::include_proto!("lf.a2a.v1");
@@ -41,7 +42,7 @@ pub mod pb {
 
 /// `google.rpc.Status` and its error details (`proto/google/rpc/`).
 #[allow(unreachable_pub, dead_code, clippy::all, clippy::pedantic)]
-mod rpc {
+pub(crate) mod rpc {
     tonic::include_proto!("google.rpc");
 }
 
@@ -108,7 +109,16 @@ impl Call {
     }
 
     fn status(&self, status: &tonic::Status) -> ClientError {
-        error_of(status, &self.url, self.max_message_bytes)
+        match error_of(status, &self.url, self.max_message_bytes) {
+            ClientError::Unavailable(shown) => match self.tls.explain(status) {
+                Some(reason) => ClientError::Unavailable(format!(
+                    "{reason} ({})",
+                    crate::redact::url(&self.url)
+                )),
+                None => ClientError::Unavailable(shown),
+            },
+            other => other,
+        }
     }
 
     /// `SendMessage`: a Task or a Message.
@@ -274,18 +284,22 @@ pub(super) fn error_of(status: &tonic::Status, url: &url::Url, limit: usize) -> 
         {
             ClientError::EventTooLarge { limit }
         }
-        // A connection that could not be made: a refused TLS handshake by its reason.
-        code => match super::tls::explain(status) {
-            Some(reason) => {
-                ClientError::Unavailable(format!("{reason} ({})", crate::redact::url(url)))
-            }
-            None => ClientError::Unavailable(format!(
-                "gRPC status {} from {}",
-                code_name(code),
-                crate::redact::url(url)
-            )),
-        },
+        // (A refused TLS handshake is named by the caller, which knows the agent's TLS.)
+        code => ClientError::Unavailable(format!(
+            "gRPC status {} from {}",
+            code_name(code),
+            crate::redact::url(url)
+        )),
     }
+}
+
+/// The code of a canonical name (the inverse of [`code_name`]); `UNKNOWN` for a name that
+/// is none.
+pub(crate) fn code_of(name: &str) -> tonic::Code {
+    (0..=16)
+        .map(tonic::Code::from_i32)
+        .find(|c| code_name(*c) == name)
+        .unwrap_or(tonic::Code::Unknown)
 }
 
 /// A code's canonical name (`NOT_FOUND`), as the error table spells it.
@@ -756,5 +770,14 @@ mod tests {
             error_of(&big, &url, 10),
             ClientError::EventTooLarge { limit: 10 }
         ));
+    }
+
+    #[test]
+    fn every_table_status_names_its_code() {
+        for e in &super::super::errors::TABLE {
+            assert_eq!(code_name(code_of(e.grpc_status)), e.grpc_status);
+        }
+        assert_eq!(code_of("NOT_FOUND"), tonic::Code::NotFound);
+        assert_eq!(code_of("nonsense"), tonic::Code::Unknown);
     }
 }

@@ -17,11 +17,13 @@
 //!   mismatch, a client certificate required or refused), never with key material.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
+use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
+use rustls::sign::CertifiedKey;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -36,13 +38,6 @@ pub struct TlsTrust {
     pub client_identity: Option<ClientIdentity>,
     /// The name to verify in place of the URL's host.
     pub server_name: Option<ServerName<'static>>,
-}
-
-impl TlsTrust {
-    /// Whether this is the trust of an agent without `tls` settings.
-    pub fn is_default(&self) -> bool {
-        self.extra_roots.is_empty() && self.client_identity.is_none() && self.server_name.is_none()
-    }
 }
 
 /// An mTLS client certificate chain and its key.
@@ -72,6 +67,8 @@ pub struct AgentTls {
     pub(crate) h2: Arc<ClientConfig>,
     /// The name sent as SNI and verified where the gateway connects itself.
     pub(crate) server_name: Option<ServerName<'static>>,
+    /// The client certificate presented, and whether a server asked for one.
+    client_certificate: Arc<ClientCertificate>,
 }
 
 impl AgentTls {
@@ -98,17 +95,23 @@ impl AgentTls {
             }),
             None => webpki,
         };
-        let builder = ClientConfig::builder_with_provider(provider)
+        let key = match &trust.client_identity {
+            Some(id) => Some(Arc::new(
+                CertifiedKey::from_der(id.chain.clone(), id.key.clone_key(), &provider)
+                    .map_err(|e| format!("tls.client_cert / tls.client_key: {e}"))?,
+            )),
+            None => None,
+        };
+        let client_certificate = Arc::new(ClientCertificate {
+            key,
+            asked: AtomicBool::new(false),
+        });
+        let base = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("tls: {e}"))?
             .dangerous()
-            .with_custom_certificate_verifier(verifier);
-        let base = match &trust.client_identity {
-            Some(id) => builder
-                .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
-                .map_err(|e| format!("tls.client_cert / tls.client_key: {e}"))?,
-            None => builder.with_no_client_auth(),
-        };
+            .with_custom_certificate_verifier(verifier)
+            .with_client_cert_resolver(client_certificate.clone());
         let with_alpn = |alpn: &[&[u8]]| {
             let mut config = base.clone();
             config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
@@ -119,6 +122,34 @@ impl AgentTls {
             http1: with_alpn(&[b"http/1.1"]),
             h2: with_alpn(&[b"h2"]),
             server_name: trust.server_name.clone(),
+            client_certificate,
+        })
+    }
+
+    /// Why a connection to this agent failed, if TLS explains it: [`explain`], or, when the
+    /// agent asked for a client certificate and the connection was then cut (TLS 1.3 servers
+    /// refuse a missing or untrusted one after the handshake, and their alert is often lost
+    /// to the reset), that.
+    pub fn explain(&self, e: &(dyn std::error::Error + 'static)) -> Option<String> {
+        explain(e).or_else(|| {
+            let cut = io_kinds(e).any(|k| {
+                use std::io::ErrorKind::*;
+                matches!(
+                    k,
+                    UnexpectedEof | ConnectionReset | BrokenPipe | ConnectionAborted
+                )
+            });
+            if !cut || !self.client_certificate.asked.load(Ordering::Relaxed) {
+                return None;
+            }
+            Some(match self.client_certificate.key {
+                None => "TLS: the agent asks for a client certificate and none is configured \
+                         (tls.client_cert, tls.client_key); it closed the connection"
+                    .to_owned(),
+                Some(_) => "TLS: the agent asked for a client certificate and closed the \
+                            connection on the gateway's: it may not trust it (tls.client_cert)"
+                    .to_owned(),
+            })
         })
     }
 
@@ -251,6 +282,50 @@ impl AsyncWrite for Connection {
     }
 }
 
+/// Presents the configured client certificate (mTLS), and remembers that a server asked
+/// for one ([`AgentTls::explain`]).
+#[derive(Debug)]
+struct ClientCertificate {
+    key: Option<Arc<CertifiedKey>>,
+    asked: AtomicBool,
+}
+
+impl ResolvesClientCert for ClientCertificate {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        self.asked.store(true, Ordering::Relaxed);
+        self.key.clone()
+    }
+
+    fn has_certs(&self) -> bool {
+        self.key.is_some()
+    }
+}
+
+/// The kinds of the `io::Error`s in `e`'s chain (opening wrapped ones).
+fn io_kinds<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = std::io::ErrorKind> + 'a {
+    let mut stack = vec![e];
+    std::iter::from_fn(move || {
+        while let Some(e) = stack.pop() {
+            if let Some(next) = e.source() {
+                stack.push(next);
+            }
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if let Some(inner) = io.get_ref() {
+                    stack.push(inner);
+                }
+                return Some(io.kind());
+            }
+        }
+        None
+    })
+}
+
 /// The OS trust store's certificates, read once per process.
 fn os_roots() -> &'static [CertificateDer<'static>] {
     static ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
@@ -315,15 +390,25 @@ impl ServerCertVerifier for VerifyAs {
 /// Why a TLS handshake failed, in the operator's terms, if `e` (or an error it wraps) is a
 /// TLS error. Names settings to check; never shows certificate or key material.
 pub fn explain(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    tls_error(e).map(reason)
+}
+
+/// The TLS error in `e`'s chain: in a source, or wrapped in an `io::Error` (tokio-rustls
+/// wraps it in one, hyper-rustls that in another; `io::Error::source` skips the wrapped
+/// error itself, so each is opened).
+fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     let mut next = Some(e);
     while let Some(e) = next {
-        let tls = e.downcast_ref::<rustls::Error>().or_else(|| {
-            e.downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref())
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        });
-        if let Some(tls) = tls {
-            return Some(reason(tls));
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if let Some(tls) = tls_error(inner) {
+                return Some(tls);
+            }
         }
         next = e.source();
     }
@@ -373,7 +458,9 @@ mod tests {
     #[test]
     fn handshake_errors_are_explained_through_io_and_source_chains() {
         let unknown = rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer);
+        // As reqwest's chain holds it: tokio-rustls's io::Error inside hyper-rustls's.
         let wrapped = std::io::Error::new(std::io::ErrorKind::InvalidData, unknown);
+        let wrapped = std::io::Error::other(wrapped);
         let shown = explain(&wrapped).unwrap();
         assert!(shown.contains("not signed by a trusted CA"), "{shown}");
         let alert = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);

@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::Role;
+use crate::ids::ThreadId;
 
 fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
@@ -22,7 +23,7 @@ where
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RunAgentInput {
-    pub thread_id: String,
+    pub thread_id: ThreadId,
     pub run_id: String,
     pub messages: Vec<Message>,
     #[serde(default)]

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use super::Caller;
 use crate::config::inbound::{JwtKey, JwtSettings, MAX_IDENTITY_BYTES};
 use crate::error::Rejection;
+use crate::ids::CallerId;
 
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_S: u64 = 30;
@@ -111,7 +112,7 @@ impl JwtVerifier {
             _ => Vec::new(),
         };
         Ok(Caller {
-            name,
+            id: CallerId::new(name),
             scopes,
             token: None,
         })

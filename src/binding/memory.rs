@@ -9,21 +9,22 @@ use dashmap::DashMap;
 
 use super::ThreadRecord;
 use crate::bridge::interrupt::InterruptId;
+use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 
 /// Bindings kept before eviction.
 pub(crate) const CAPACITY: usize = 100_000;
 
 /// (owner, agent, threadId): a tuple, so no id can run into its neighbour.
-type Key = (String, String, String);
+type Key = (CallerId, String, ThreadId);
 
 /// The in-memory binding store.
 #[derive(Debug)]
 pub(crate) struct MemoryStore {
-    map: DashMap<Key, String>,
+    map: DashMap<Key, ContextId>,
     /// (agent, contextId) -> (owner, threadId): who created a context through the gateway.
-    owners: DashMap<(String, String), (String, String)>,
+    owners: DashMap<(String, ContextId), (CallerId, ThreadId)>,
     /// (owner, agent, threadId) -> the thread's last task.
-    tasks: DashMap<Key, String>,
+    tasks: DashMap<Key, TaskId>,
     /// (agent, interruptId) -> until when its answer is claimed.
     answers: DashMap<(String, String), std::time::Instant>,
     capacity: usize,
@@ -74,28 +75,39 @@ impl MemoryStore {
             .remove(&(agent.to_owned(), interrupt_id.to_string()));
     }
 
-    fn key(owner: &str, agent: &str, thread_id: &str) -> Key {
-        (owner.to_owned(), agent.to_owned(), thread_id.to_owned())
+    fn key(owner: &CallerId, agent: &str, thread_id: &ThreadId) -> Key {
+        (owner.clone(), agent.to_owned(), thread_id.clone())
     }
 
-    pub(crate) fn get(&self, owner: &str, agent: &str, thread_id: &str) -> Option<String> {
+    pub(crate) fn get(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+    ) -> Option<ContextId> {
         self.map
             .get(&Self::key(owner, agent, thread_id))
             .map(|v| v.clone())
     }
 
-    pub(crate) fn put(&self, owner: &str, agent: &str, thread_id: &str, context_id: &str) {
+    pub(crate) fn put(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+        context_id: &ContextId,
+    ) {
         let key = Self::key(owner, agent, thread_id);
         evict_if_full(&self.map, &key, self.capacity);
-        self.map.insert(key, context_id.to_owned());
-        let context = (agent.to_owned(), context_id.to_owned());
+        self.map.insert(key, context_id.clone());
+        let context = (agent.to_owned(), context_id.clone());
         evict_if_full(&self.owners, &context, self.capacity);
         self.owners
             .entry(context)
-            .or_insert_with(|| (owner.to_owned(), thread_id.to_owned()));
+            .or_insert_with(|| (owner.clone(), thread_id.clone()));
     }
 
-    pub(crate) fn put_task(&self, owner: &str, agent: &str, record: &ThreadRecord) {
+    pub(crate) fn put_task(&self, owner: &CallerId, agent: &str, record: &ThreadRecord) {
         let Some(task_id) = &record.task_id else {
             return;
         };
@@ -104,16 +116,26 @@ impl MemoryStore {
         self.tasks.insert(key, task_id.clone());
     }
 
-    pub(crate) fn last_task(&self, owner: &str, agent: &str, thread_id: &str) -> Option<String> {
+    pub(crate) fn last_task(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+    ) -> Option<TaskId> {
         self.tasks
             .get(&Self::key(owner, agent, thread_id))
             .map(|t| t.clone())
     }
 
-    pub(crate) fn threads_of(&self, owner: &str, agent: &str, limit: usize) -> Vec<ThreadRecord> {
+    pub(crate) fn threads_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        limit: usize,
+    ) -> Vec<ThreadRecord> {
         self.map
             .iter()
-            .filter(|e| e.key().0 == owner && e.key().1 == agent)
+            .filter(|e| e.key().0 == *owner && e.key().1 == agent)
             .take(limit)
             .map(|e| ThreadRecord {
                 thread_id: e.key().2.clone(),
@@ -124,8 +146,12 @@ impl MemoryStore {
     }
 
     /// The owner and threadId that created `context_id` on `agent`.
-    pub(crate) fn owner_of(&self, agent: &str, context_id: &str) -> Option<(String, String)> {
-        let context = (agent.to_owned(), context_id.to_owned());
+    pub(crate) fn owner_of(
+        &self,
+        agent: &str,
+        context_id: &ContextId,
+    ) -> Option<(CallerId, ThreadId)> {
+        let context = (agent.to_owned(), context_id.clone());
         self.owners.get(&context).map(|v| v.clone())
     }
 
@@ -158,6 +184,18 @@ where
 mod tests {
     use super::*;
 
+    fn who(id: &str) -> CallerId {
+        CallerId::new(id)
+    }
+
+    fn thread(id: &str) -> ThreadId {
+        ThreadId::new(id)
+    }
+
+    fn context(id: &str) -> ContextId {
+        ContextId::new(id)
+    }
+
     #[test]
     fn an_answer_is_claimed_once_until_released_or_expired() {
         let s = MemoryStore::default();
@@ -174,51 +212,59 @@ mod tests {
     #[test]
     fn a_context_remembers_who_created_it() {
         let s = MemoryStore::default();
-        s.put("alice", "a", "t1", "c1");
-        s.put("bob", "a", "t2", "c1");
+        s.put(&who("alice"), "a", &thread("t1"), &context("c1"));
+        s.put(&who("bob"), "a", &thread("t2"), &context("c1"));
         assert_eq!(
-            s.owner_of("a", "c1"),
-            Some(("alice".to_owned(), "t1".to_owned())),
+            s.owner_of("a", &context("c1")),
+            Some((who("alice"), thread("t1"))),
             "the first owner stays the owner"
         );
-        assert_eq!(s.owner_of("b", "c1"), None);
+        assert_eq!(s.owner_of("b", &context("c1")), None);
     }
 
     #[test]
     fn binds_per_owner_agent_and_thread() {
         let s = MemoryStore::default();
-        s.put("alice", "a", "t", "c1");
-        s.put("alice", "b", "t", "c2");
-        s.put("bob", "a", "t", "c3");
-        assert_eq!(s.get("alice", "a", "t").as_deref(), Some("c1"));
-        assert_eq!(s.get("alice", "b", "t").as_deref(), Some("c2"));
-        assert_eq!(s.get("bob", "a", "t").as_deref(), Some("c3"));
-        assert_eq!(s.get("carol", "a", "t"), None);
-        assert_eq!(s.get("alice", "a", "other"), None);
+        s.put(&who("alice"), "a", &thread("t"), &context("c1"));
+        s.put(&who("alice"), "b", &thread("t"), &context("c2"));
+        s.put(&who("bob"), "a", &thread("t"), &context("c3"));
+        assert_eq!(s.get(&who("alice"), "a", &thread("t")), Some(context("c1")));
+        assert_eq!(s.get(&who("alice"), "b", &thread("t")), Some(context("c2")));
+        assert_eq!(s.get(&who("bob"), "a", &thread("t")), Some(context("c3")));
+        assert_eq!(s.get(&who("carol"), "a", &thread("t")), None);
+        assert_eq!(s.get(&who("alice"), "a", &thread("other")), None);
         // Ids with the separators of a flat key cannot reach another owner's binding.
-        s.put("x:y", "a", "t", "c4");
-        assert_eq!(s.get("x", "y:a", "t"), None);
+        s.put(&who("x:y"), "a", &thread("t"), &context("c4"));
+        assert_eq!(s.get(&who("x"), "y:a", &thread("t")), None);
         // A rebind replaces.
-        s.put("alice", "a", "t", "c5");
-        assert_eq!(s.get("alice", "a", "t").as_deref(), Some("c5"));
+        s.put(&who("alice"), "a", &thread("t"), &context("c5"));
+        assert_eq!(s.get(&who("alice"), "a", &thread("t")), Some(context("c5")));
     }
 
     #[test]
     fn stays_bounded_and_evicts() {
         let s = MemoryStore::with_capacity(64);
         for i in 0..1_000 {
-            s.put("o", "a", &format!("t{i}"), &format!("c{i}"));
+            s.put(
+                &who("o"),
+                "a",
+                &thread(&format!("t{i}")),
+                &context(&format!("c{i}")),
+            );
             assert!(s.len() <= 64, "{} bindings after {i}", s.len());
         }
         // The newest binding survives its own insertion.
-        assert_eq!(s.get("o", "a", "t999").as_deref(), Some("c999"));
+        assert_eq!(
+            s.get(&who("o"), "a", &thread("t999")),
+            Some(context("c999"))
+        );
         let kept = (0..1_000)
-            .filter(|i| s.get("o", "a", &format!("t{i}")).is_some())
+            .filter(|i| s.get(&who("o"), "a", &thread(&format!("t{i}"))).is_some())
             .count();
         assert!((56..=64).contains(&kept), "{kept}");
         // Rebinding a thread that is held does not evict anything.
         let before = s.len();
-        s.put("o", "a", "t999", "again");
+        s.put(&who("o"), "a", &thread("t999"), &context("again"));
         assert_eq!(s.len(), before);
     }
 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::ThreadRecord;
 use crate::bridge::interrupt::InterruptId;
+use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Cmd, FromRedisValue};
 use tokio::time::Instant;
@@ -36,7 +37,8 @@ pub(crate) const PING_TIMEOUT: Duration = Duration::from_millis(500);
 pub(crate) const PAUSE_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
 /// The Redis key of `owner`'s `thread_id` on `agent`.
-pub(crate) fn key(owner: &str, agent: &str, thread_id: &str) -> String {
+pub(crate) fn key(owner: &CallerId, agent: &str, thread_id: &ThreadId) -> String {
+    let (owner, thread_id) = (owner.as_str(), thread_id.as_str());
     let mut key =
         String::with_capacity(KEY_PREFIX.len() + owner.len() + agent.len() + thread_id.len() + 2);
     key.push_str(KEY_PREFIX);
@@ -65,21 +67,26 @@ pub(crate) fn answer_key(agent: &str, interrupt_id: &InterruptId) -> String {
 pub(crate) const THREADS_PREFIX: &str = "agui-a2a-gateway:threads:";
 
 /// The Redis key of `owner`'s thread index on `agent`.
-pub(crate) fn threads_key(owner: &str, agent: &str) -> String {
+pub(crate) fn threads_key(owner: &CallerId, agent: &str) -> String {
     let mut key = String::from(THREADS_PREFIX);
-    escape_into(&mut key, owner);
+    escape_into(&mut key, owner.as_str());
     key.push(':');
     escape_into(&mut key, agent);
     key
 }
 
 /// The Redis key of the ownership record of `context_id` on `agent`.
-pub(crate) fn owner_key(agent: &str, context_id: &str) -> String {
+pub(crate) fn owner_key(agent: &str, context_id: &ContextId) -> String {
     let mut key = String::from(OWNER_PREFIX);
     escape_into(&mut key, agent);
     key.push(':');
-    escape_into(&mut key, context_id);
+    escape_into(&mut key, context_id.as_str());
     key
+}
+
+/// The value of an ownership record: `["owner", "threadId"]` as JSON.
+fn owner_record(owner: &CallerId, thread_id: &ThreadId) -> String {
+    serde_json::json!([owner, thread_id]).to_string()
 }
 
 fn escape_into(out: &mut String, component: &str) {
@@ -165,42 +172,42 @@ impl RedisStore {
     /// `GETEX key EX ttl`: the binding, its life renewed.
     pub(crate) async fn get(
         &self,
-        owner: &str,
+        owner: &CallerId,
         agent: &str,
-        thread_id: &str,
-    ) -> Result<Option<String>, Unavailable> {
+        thread_id: &ThreadId,
+    ) -> Result<Option<ContextId>, Unavailable> {
         let mut cmd = ::redis::cmd("GETEX");
         cmd.arg(key(owner, agent, thread_id))
             .arg("EX")
             .arg(self.ttl_s);
-        self.call(&cmd, CALL_TIMEOUT, true).await
+        let found: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
+        Ok(found.map(ContextId::new))
     }
 
     /// `SET key contextId EX ttl`, and the context's ownership record (`["owner",
     /// "threadId"]` as JSON) with the same life.
     pub(crate) async fn put(
         &self,
-        owner: &str,
+        owner: &CallerId,
         agent: &str,
-        thread_id: &str,
-        context_id: &str,
+        thread_id: &ThreadId,
+        context_id: &ContextId,
     ) -> Result<(), Unavailable> {
         let mut cmd = ::redis::cmd("SET");
         cmd.arg(key(owner, agent, thread_id))
-            .arg(context_id)
+            .arg(context_id.as_str())
             .arg("EX")
             .arg(self.ttl_s);
         self.call::<()>(&cmd, CALL_TIMEOUT, true).await?;
         let thread = ThreadRecord {
-            thread_id: thread_id.to_owned(),
-            context_id: context_id.to_owned(),
+            thread_id: thread_id.clone(),
+            context_id: context_id.clone(),
             task_id: None,
         };
         self.index(owner, agent, &thread).await?;
-        let record = serde_json::json!([owner, thread_id]).to_string();
         let mut cmd = ::redis::cmd("SET");
         cmd.arg(owner_key(agent, context_id))
-            .arg(record)
+            .arg(owner_record(owner, thread_id))
             .arg("EX")
             .arg(self.ttl_s);
         self.call(&cmd, CALL_TIMEOUT, true).await
@@ -238,14 +245,14 @@ impl RedisStore {
     /// the index's life renewed.
     async fn index(
         &self,
-        owner: &str,
+        owner: &CallerId,
         agent: &str,
         record: &ThreadRecord,
     ) -> Result<(), Unavailable> {
         let key = threads_key(owner, agent);
         let json = serde_json::to_string(record).unwrap_or_default();
         let mut cmd = ::redis::cmd("HSET");
-        cmd.arg(&key).arg(&record.thread_id).arg(json);
+        cmd.arg(&key).arg(record.thread_id.as_str()).arg(json);
         self.call::<()>(&cmd, CALL_TIMEOUT, true).await?;
         let mut cmd = ::redis::cmd("EXPIRE");
         cmd.arg(&key).arg(self.ttl_s);
@@ -255,7 +262,7 @@ impl RedisStore {
     /// The thread's last task, in the owner's thread index.
     pub(crate) async fn put_task(
         &self,
-        owner: &str,
+        owner: &CallerId,
         agent: &str,
         record: &ThreadRecord,
     ) -> Result<(), Unavailable> {
@@ -265,12 +272,12 @@ impl RedisStore {
     /// The last task of `owner`'s thread (`HGET` in the thread index).
     pub(crate) async fn last_task(
         &self,
-        owner: &str,
+        owner: &CallerId,
         agent: &str,
-        thread_id: &str,
-    ) -> Result<Option<String>, Unavailable> {
+        thread_id: &ThreadId,
+    ) -> Result<Option<TaskId>, Unavailable> {
         let mut cmd = ::redis::cmd("HGET");
-        cmd.arg(threads_key(owner, agent)).arg(thread_id);
+        cmd.arg(threads_key(owner, agent)).arg(thread_id.as_str());
         let json: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
         Ok(json
             .and_then(|j| serde_json::from_str::<ThreadRecord>(&j).ok())
@@ -280,7 +287,7 @@ impl RedisStore {
     /// `owner`'s threads on `agent` (`HSCAN`), at most `limit`.
     pub(crate) async fn threads_of(
         &self,
-        owner: &str,
+        owner: &CallerId,
         agent: &str,
         limit: usize,
     ) -> Result<Vec<ThreadRecord>, Unavailable> {
@@ -310,8 +317,8 @@ impl RedisStore {
     pub(crate) async fn owner_of(
         &self,
         agent: &str,
-        context_id: &str,
-    ) -> Result<Option<(String, String)>, Unavailable> {
+        context_id: &ContextId,
+    ) -> Result<Option<(CallerId, ThreadId)>, Unavailable> {
         let mut cmd = ::redis::cmd("GETEX");
         cmd.arg(owner_key(agent, context_id))
             .arg("EX")
@@ -404,13 +411,35 @@ mod tests {
     #[test]
     fn keys_read_plainly() {
         assert_eq!(
-            key("anonymous", "demo", "thread-1"),
+            key(
+                &CallerId::new("anonymous"),
+                "demo",
+                &ThreadId::new("thread-1")
+            ),
             "agui-a2a-gateway:binding:anonymous:demo:thread-1"
         );
         assert_eq!(
-            key("a:b", "x%3Ay", "t:"),
+            key(&CallerId::new("a:b"), "x%3Ay", &ThreadId::new("t:")),
             "agui-a2a-gateway:binding:a%3Ab:x%253Ay:t%3A"
         );
+    }
+
+    /// What bindings written before are stored under, and as, is found and read the same.
+    #[test]
+    fn keys_and_records_keep_their_bytes() {
+        let (owner, thread) = (CallerId::new("o:1"), ThreadId::new("t%1"));
+        let context = ContextId::new("c:1");
+        assert_eq!(threads_key(&owner, "a"), "agui-a2a-gateway:threads:o%3A1:a");
+        assert_eq!(owner_key("a", &context), "agui-a2a-gateway:context:a:c%3A1");
+        assert_eq!(owner_record(&owner, &thread), r#"["o:1","t%1"]"#);
+        let record = ThreadRecord {
+            thread_id: thread,
+            context_id: context,
+            task_id: Some(TaskId::new("k")),
+        };
+        let json = r#"{"threadId":"t%1","contextId":"c:1","taskId":"k"}"#;
+        assert_eq!(serde_json::to_string(&record).unwrap(), json);
+        assert_eq!(serde_json::from_str::<ThreadRecord>(json).unwrap(), record);
     }
 
     #[test]
@@ -436,7 +465,7 @@ mod tests {
         for o in ids {
             for a in ids {
                 for t in ids {
-                    let k = key(o, a, t);
+                    let k = key(&CallerId::new(o), a, &ThreadId::new(t));
                     // Three components, exactly: ':' only separates.
                     assert_eq!(parse(&k), Some((o.into(), a.into(), t.into())), "{k}");
                     if let Some(prev) = seen.insert(k.clone(), (o, a, t)) {

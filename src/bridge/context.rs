@@ -7,6 +7,8 @@
 //! context ids; otherwise none, and the A2A server mints one (late binding: `RUN_STARTED`
 //! waits for it).
 
+use crate::ids::{ContextId, ThreadId};
+
 /// Where a run's contextId came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ContextSource {
@@ -23,11 +25,11 @@ pub(crate) enum ContextSource {
 /// Every source a run's contextId may come from.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ContextCandidates {
-    pub forwarded_props: Option<String>,
-    pub client_state: Option<String>,
-    pub binding: Option<String>,
+    pub forwarded_props: Option<ContextId>,
+    pub client_state: Option<ContextId>,
+    pub binding: Option<ContextId>,
     /// The threadId, when the agent accepts client context ids.
-    pub thread_id: Option<String>,
+    pub thread_id: Option<ContextId>,
 }
 
 impl ContextSource {
@@ -49,17 +51,17 @@ impl ContextSource {
     ///   one — a tab that missed another's turns): that context;
     /// - otherwise none: a client holding the thread costs no upstream call.
     pub(crate) fn history_to_read(
-        resolved: Option<(&str, ContextSource)>,
-        thread_id: &str,
+        resolved: Option<(&ContextId, ContextSource)>,
+        thread_id: &ThreadId,
         may_pick_up: bool,
         holds_the_thread: bool,
-    ) -> Option<String> {
+    ) -> Option<ContextId> {
         match resolved {
             _ if !Self::asks_upstream(resolved.map(|(_, s)| s)) => {
                 let (context, _) = resolved?;
-                (!holds_the_thread).then(|| context.to_owned())
+                (!holds_the_thread).then(|| context.clone())
             }
-            _ => may_pick_up.then(|| thread_id.to_owned()),
+            _ => may_pick_up.then(|| ContextId::of_thread(thread_id)),
         }
     }
 }
@@ -72,7 +74,7 @@ impl ContextCandidates {
     }
 
     /// The first candidate in docs/design.md#4-threads-and-contexts order.
-    pub(crate) fn resolve(self) -> Option<(String, ContextSource)> {
+    pub(crate) fn resolve(self) -> Option<(ContextId, ContextSource)> {
         let ordered = [
             (self.forwarded_props, ContextSource::ForwardedProps),
             (self.client_state, ContextSource::ClientState),
@@ -89,13 +91,17 @@ impl ContextCandidates {
 mod tests {
     use super::*;
 
+    fn context(id: &str) -> Option<ContextId> {
+        Some(ContextId::new(id))
+    }
+
     #[test]
     fn explicit_ids_win_then_memory_then_the_thread() {
         let all = ContextCandidates {
-            forwarded_props: Some("p".into()),
-            client_state: Some("s".into()),
-            binding: Some("b".into()),
-            thread_id: Some("t".into()),
+            forwarded_props: context("p"),
+            client_state: context("s"),
+            binding: context("b"),
+            thread_id: context("t"),
         };
         assert_eq!(
             all.clone().resolve().unwrap().1,
@@ -105,7 +111,7 @@ mod tests {
             forwarded_props: None,
             ..all.clone()
         };
-        assert_eq!(no_props.clone().resolve().unwrap().0, "s");
+        assert_eq!(no_props.clone().resolve().unwrap().0.as_str(), "s");
         let remembered = ContextCandidates {
             client_state: None,
             ..no_props
@@ -127,22 +133,27 @@ mod tests {
 
     #[test]
     fn history_is_read_for_a_pick_up_or_a_client_that_holds_no_turn() {
-        use ContextSource::*;
-        let read = ContextSource::history_to_read;
+        use ContextSource::{Binding, ClientState, ForwardedProps};
+        let t = ThreadId::new("t");
+        let read = |resolved: Option<(&str, ContextSource)>, may_pick_up, holds| {
+            let resolved = resolved.map(|(id, source)| (ContextId::new(id), source));
+            let resolved = resolved.as_ref().map(|(id, source)| (id, *source));
+            ContextSource::history_to_read(resolved, &t, may_pick_up, holds).map(String::from)
+        };
         // Pick-up: only for callers who may see foreign contexts, whatever the client holds.
-        assert_eq!(read(None, "t", true, true).as_deref(), Some("t"));
+        assert_eq!(read(None, true, true).as_deref(), Some("t"));
         assert_eq!(
-            read(Some(("t", ThreadId)), "t", true, false).as_deref(),
+            read(Some(("t", ContextSource::ThreadId)), true, false).as_deref(),
             Some("t")
         );
-        assert_eq!(read(None, "t", false, false), None);
+        assert_eq!(read(None, false, false), None);
         // Catch-up: a known context, a client without its turns (a second device).
         for source in [Binding, ClientState, ForwardedProps] {
             assert_eq!(
-                read(Some(("c", source)), "t", false, false).as_deref(),
+                read(Some(("c", source)), false, false).as_deref(),
                 Some("c")
             );
-            assert_eq!(read(Some(("c", source)), "t", true, true), None);
+            assert_eq!(read(Some(("c", source)), true, true), None);
         }
     }
 }

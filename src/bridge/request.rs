@@ -20,6 +20,7 @@ use crate::a2a::model::{OutgoingMessage, Part, PartContent};
 use crate::agui::input::{Message, ResumeEntry, ResumeStatus};
 use crate::agui::{Role, RunAgentInput};
 use crate::error::RequestError;
+use crate::ids::ContextId;
 
 /// How to talk to the upstream for this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +36,7 @@ pub(crate) enum Mode {
 #[serde(from = "Props")]
 pub(crate) struct RunOptions {
     pub mode: Option<Mode>,
-    pub context_id: Option<String>,
+    pub context_id: Option<ContextId>,
     pub task_id: Option<String>,
     pub subscribe_only: bool,
     pub history_length: Option<u32>,
@@ -51,7 +52,7 @@ struct Props {
     #[serde(deserialize_with = "props::mode")]
     mode: Option<Mode>,
     #[serde(deserialize_with = "props::context_id")]
-    context_id: Option<String>,
+    context_id: Option<ContextId>,
     #[serde(deserialize_with = "props::task_id")]
     task_id: Option<String>,
     #[serde(deserialize_with = "props::subscribe_only")]
@@ -94,7 +95,7 @@ impl From<Props> for RunOptions {
 mod props {
     use serde::de::{Deserialize, Deserializer, Error};
 
-    use super::{Mode, StateForm};
+    use super::{ContextId, Mode, StateForm};
 
     fn wrong<E: Error>(key: &str, must: &str) -> E {
         E::custom(format!("forwardedProps.a2a.{key} must be {must}"))
@@ -123,8 +124,10 @@ mod props {
         }
     }
 
-    pub(super) fn context_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-        string(d, "contextId")
+    pub(super) fn context_id<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<ContextId>, D::Error> {
+        Ok(string(d, "contextId")?.map(ContextId::new))
     }
 
     pub(super) fn task_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -211,7 +214,7 @@ pub(crate) struct Plan {
     pub options: RunOptions,
     /// `state.a2a.contextId`, for the resolution of docs/design.md#4-threads-and-contexts
     /// ([`super::context`]).
-    pub state_context_id: Option<String>,
+    pub state_context_id: Option<ContextId>,
     pub action: Action,
     /// Interrupts this run resolves, for the activity/state bookkeeping.
     pub resolves: Vec<InterruptId>,
@@ -281,10 +284,11 @@ impl Plan {
 
     /// Sends the message (if any) in the resolved context: the one place the outgoing
     /// message learns its contextId.
-    pub(crate) fn bind_context(&mut self, context_id: Option<&str>) {
+    pub(crate) fn bind_context(&mut self, context_id: Option<&ContextId>) {
+        let context_id = || context_id.map(|c| c.as_str().to_owned());
         match &mut self.action {
-            Action::Send(m) => m.context_id = context_id.map(str::to_owned),
-            Action::Answer(a) => a.context_id = context_id.map(str::to_owned),
+            Action::Send(m) => m.context_id = context_id(),
+            Action::Answer(a) => a.context_id = context_id(),
             _ => {}
         }
     }
@@ -311,7 +315,7 @@ impl RunOptions {
 
     /// The options of a reattach to `task_id` in `context_id` (`subscribeOnly`), as
     /// CopilotKit's `connect` runs it.
-    pub(crate) fn subscribe(task_id: String, context_id: String) -> Self {
+    pub(crate) fn subscribe(task_id: String, context_id: ContextId) -> Self {
         Self {
             subscribe_only: true,
             task_id: Some(task_id),
@@ -430,7 +434,7 @@ fn content_part(item: &Value) -> Option<Part> {
 /// Builds the run's plan with its `options` (read from the input with [`RunOptions::parse`],
 /// or given by the route). `Err` is a request problem (422 before the stream).
 pub(crate) fn plan(input: &RunAgentInput, options: RunOptions) -> Result<Plan, RequestError> {
-    let state_context_id = client_view(input).context_id().map(str::to_owned);
+    let state_context_id = client_view(input).context_id().map(ContextId::new);
     let user = latest_user_message(input);
     if options.subscribe_only {
         let task_id = options
@@ -524,7 +528,7 @@ fn trailing_tool_results(input: &RunAgentInput) -> Vec<(&Message, String, Value)
 fn tool_results_plan(
     input: &RunAgentInput,
     options: RunOptions,
-    state_context_id: Option<String>,
+    state_context_id: Option<ContextId>,
     results: Vec<(&Message, String, Value)>,
 ) -> Plan {
     let message_id = results[0].0.id.clone();
@@ -677,10 +681,10 @@ mod tests {
         let base = json!({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "x"}],
             "state": {"a2a": {"contextId": "from-state"}}});
         let resolved = |v: Value| plan(&input(v)).unwrap().context_candidates().resolve();
-        assert_eq!(resolved(base.clone()).unwrap().0, "from-state");
+        assert_eq!(resolved(base.clone()).unwrap().0.as_str(), "from-state");
         let mut with_props = base;
         with_props["forwardedProps"] = json!({"a2a": {"contextId": "from-props"}});
-        assert_eq!(resolved(with_props).unwrap().0, "from-props");
+        assert_eq!(resolved(with_props).unwrap().0.as_str(), "from-props");
     }
 
     #[test]
@@ -691,7 +695,7 @@ mod tests {
         );
         let mut p = plan(&i).unwrap();
         let context = p.context_candidates().resolve().map(|(c, _)| c);
-        p.bind_context(context.as_deref());
+        p.bind_context(context.as_ref());
         let Action::Answer(a) = p.action else {
             panic!()
         };
@@ -731,7 +735,7 @@ mod tests {
             all,
             RunOptions {
                 mode: Some(Mode::Send),
-                context_id: Some("c".into()),
+                context_id: Some(ContextId::new("c")),
                 task_id: Some("t".into()),
                 subscribe_only: true,
                 history_length: Some(3),
@@ -829,7 +833,7 @@ mod tests {
             "resume": [{"interruptId": "a2a:T:q", "status": "resolved", "payload": {"approved": true, "text": "yes"}}]}));
         let p = plan(&i).unwrap();
         assert_eq!(p.resolves, vec![InterruptId::parse("a2a:T:q").unwrap()]);
-        assert_eq!(p.state_context_id.as_deref(), Some("c"));
+        assert_eq!(p.state_context_id, Some(ContextId::new("c")));
         let Action::Answer(a) = p.action else {
             panic!()
         };

@@ -8,6 +8,7 @@
 use serde::Serialize;
 
 use crate::a2a::model::{Task, TaskState};
+use crate::ids::{ContextId, TaskId, ThreadId};
 
 /// A conversation's status, from its last task's state (docs/design.md#3-http-surface).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +69,7 @@ impl Serialize for ThreadStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LastTask {
-    pub id: String,
+    pub id: TaskId,
     /// The task state in the lowercase 0.3 spelling, as in `/a2a/task/state`.
     pub state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,31 +81,35 @@ pub(crate) struct LastTask {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadSummary {
-    pub context_id: String,
+    pub context_id: ContextId,
     pub last_task: LastTask,
     pub status: ThreadStatus,
-    pub thread_id: String,
+    pub thread_id: ThreadId,
 }
 
 /// Groups `tasks` (newest first, as `ListTasks` answers) into conversations, newest first:
 /// one per context, described by its newest task. `thread_of` names the thread a context
 /// belongs to (the client's threadId for a context created through the gateway; the
-/// contextId itself otherwise, which is how a conversation started elsewhere is picked up).
-pub(crate) fn summarize(tasks: &[Task], thread_of: impl Fn(&str) -> String) -> Vec<ThreadSummary> {
+/// contextId itself otherwise, [`ThreadId::of_context`], which is how a conversation started
+/// elsewhere is picked up).
+pub(crate) fn summarize(
+    tasks: &[Task],
+    thread_of: impl Fn(&ContextId) -> ThreadId,
+) -> Vec<ThreadSummary> {
     let mut out: Vec<ThreadSummary> = Vec::new();
     for task in tasks {
-        let Some(context_id) = task.context_id.as_deref() else {
+        let Some(context_id) = task.context_id.as_deref().map(ContextId::new) else {
             continue;
         };
         if out.iter().any(|t| t.context_id == context_id) {
             continue;
         }
         out.push(ThreadSummary {
-            thread_id: thread_of(context_id),
-            context_id: context_id.to_owned(),
+            thread_id: thread_of(&context_id),
+            context_id,
             status: ThreadStatus::of(&task.status.state),
             last_task: LastTask {
-                id: task.id.clone(),
+                id: TaskId::new(task.id.as_str()),
                 state: task.status.state.as_str().to_owned(),
                 updated_at: task.status.timestamp.clone(),
             },
@@ -181,11 +186,11 @@ mod tests {
             task("t2", "c2", "completed", "2026-01-02"),
             task("t1", "c1", "completed", "2026-01-01"),
         ];
-        let threads = summarize(&tasks, |c| format!("thread-of-{c}"));
+        let threads = summarize(&tasks, |c| ThreadId::new(format!("thread-of-{c}")));
         assert_eq!(threads.len(), 2);
-        assert_eq!(threads[0].thread_id, "thread-of-c1");
+        assert_eq!(threads[0].thread_id.as_str(), "thread-of-c1");
         assert_eq!(threads[0].status, ThreadStatus::InputRequired);
-        assert_eq!(threads[0].last_task.id, "t3");
+        assert_eq!(threads[0].last_task.id.as_str(), "t3");
         assert_eq!(threads[1].status, ThreadStatus::Idle);
         assert_eq!(
             serde_json::to_value(&threads[0]).unwrap()["status"],
@@ -200,9 +205,12 @@ mod tests {
                 task("a2", "ca2", "input-required", "2026-01-04"),
                 task("a1", "ca1", "completed", "2026-01-01"),
             ],
-            str::to_owned,
+            ThreadId::of_context,
         );
-        let b = summarize(&[task("b1", "cb1", "working", "2026-01-02")], str::to_owned);
+        let b = summarize(
+            &[task("b1", "cb1", "working", "2026-01-02")],
+            ThreadId::of_context,
+        );
         let merged = inbox([
             ("a".to_owned(), Ok(a)),
             ("down".to_owned(), Err("upstream_unavailable")),

@@ -420,21 +420,6 @@ pub(super) async fn play(out: Emitter, step: Step, _slot: Option<OwnedSemaphoreP
     }
 }
 
-/// The text of a message: its text parts, joined.
-pub(super) fn user_text(message: &serde_json::Value) -> String {
-    message
-        .get("parts")
-        .and_then(serde_json::Value::as_array)
-        .map(|parts| {
-            parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(serde_json::Value::as_str))
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default()
-}
-
 /// The origin stream of a turn ends here: terminal, or waiting for the client.
 pub(super) fn is_final(state: &TaskState) -> bool {
     state.is_terminal() || state.is_interrupted()

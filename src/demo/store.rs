@@ -3,6 +3,9 @@
 //! records what happens to a task and publishes it to subscribers; it knows nothing of
 //! scenarios or wire versions.
 //!
+//! What a binding encodes is a [`TaskView`]: a copy of a task taken under its lock, so a
+//! writer never holds a task while it encodes.
+//!
 //! Invariants (the numbers are [`Limits::DEFAULT`]):
 //! - At most `live_tasks` tasks are live (not in a terminal state) at once. A task holds a
 //!   permit from its creation until it reaches a terminal state; [`Store::create`] refuses a
@@ -19,12 +22,12 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use dashmap::mapref::one::{Ref, RefMut};
 use dashmap::DashMap;
 use tokio::sync::{broadcast, OwnedSemaphorePermit, Semaphore};
 
-use super::now;
 use crate::a2a::model::TaskState;
 
 /// The store's bounds.
@@ -158,7 +161,7 @@ pub(super) struct TaskRecord {
     pub(super) context_id: String,
     pub(super) state: TaskState,
     pub(super) status_message: Option<AgentMessage>,
-    pub(super) timestamp: String,
+    pub(super) timestamp: SystemTime,
     pub(super) history: History,
     pub(super) artifacts: BTreeMap<String, (String, Vec<String>)>,
     /// Interrupted and not yet answered: the next message to the task is its answer.
@@ -184,6 +187,38 @@ impl TaskRecord {
                 user: false,
                 text: prev.text,
             });
+        }
+    }
+}
+
+/// A task as it is at one instant, for a binding to encode: its history cut to the last
+/// `history_length` turns (all for `None`).
+#[derive(Debug, Clone)]
+pub(super) struct TaskView {
+    pub(super) id: String,
+    pub(super) context_id: String,
+    pub(super) state: TaskState,
+    pub(super) status_message: Option<AgentMessage>,
+    pub(super) timestamp: SystemTime,
+    pub(super) history: Vec<Turn>,
+    /// `(id, name, texts)`, by id.
+    pub(super) artifacts: Vec<(String, String, Vec<String>)>,
+}
+
+impl TaskView {
+    pub(super) fn of(id: &str, t: &TaskRecord, history_length: Option<usize>) -> Self {
+        Self {
+            id: id.to_owned(),
+            context_id: t.context_id.clone(),
+            state: t.state.clone(),
+            status_message: t.status_message.clone(),
+            timestamp: t.timestamp,
+            history: t.history.last(history_length).cloned().collect(),
+            artifacts: t
+                .artifacts
+                .iter()
+                .map(|(id, (name, texts))| (id.clone(), name.clone(), texts.clone()))
+                .collect(),
         }
     }
 }
@@ -251,7 +286,7 @@ impl Store {
             context_id,
             state: TaskState::Submitted,
             status_message: None,
-            timestamp: now(),
+            timestamp: SystemTime::now(),
             history,
             artifacts: BTreeMap::new(),
             awaits_answer: false,
@@ -325,7 +360,7 @@ impl Store {
                     t.retire_status_message();
                     t.state = state.clone();
                     t.status_message = message.clone();
-                    t.timestamp = now();
+                    t.timestamp = SystemTime::now();
                     t.awaits_answer = state.is_interrupted();
                 }
                 Update::Artifact {

@@ -49,13 +49,15 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::sse::{self, SseBody};
-use super::{threads, AgentRef, AppState};
+use super::{threads, AgentRef};
 use crate::a2a::model::Task;
 use crate::agui::{Event, RunAgentInput};
+use crate::app::state::AppState;
 use crate::auth::Caller;
 use crate::bridge::request::RunOptions;
 use crate::bridge::{history, Projector, RunFrame};
 use crate::error::{RequestError, RunError};
+use crate::ids::{ContextId, ThreadId};
 use crate::redact::Shown;
 use crate::registry::Agent;
 
@@ -146,14 +148,15 @@ async fn connect(
 async fn stop(
     State(s): State<AppState>,
     AgentRef(agent): AgentRef,
-    Path((_, thread_id)): Path<(String, String)>,
+    Path((_, thread_id)): Path<(String, ThreadId)>,
     caller: Caller,
 ) -> Result<Json<Value>, RequestError> {
     let cancelled = match threads::context_of(&s, &agent, &caller, &thread_id).await? {
         Some(context_id) => cancel_live(&s, &agent, &caller, &thread_id, &context_id).await,
         None => Ok(0),
     };
-    let (agent, caller, thread) = (&agent.settings.name, Shown(&caller.name), Shown(&thread_id));
+    let (agent, caller) = (&agent.settings.name, Shown(caller.id.as_str()));
+    let thread = Shown(thread_id.as_str());
     match &cancelled {
         Ok(n) => tracing::info!(%agent, %caller, thread_id = %thread, cancelled = n, "stop"),
         Err(e) => tracing::info!(%agent, %caller, thread_id = %thread, error = %e, "stop"),
@@ -175,8 +178,8 @@ async fn cancel_live(
     s: &AppState,
     agent: &Agent,
     caller: &Caller,
-    thread_id: &str,
-    context_id: &str,
+    thread_id: &ThreadId,
+    context_id: &ContextId,
 ) -> Result<usize, RunError> {
     let tasks = threads::tasks_of(s, agent, caller, thread_id, context_id)
         .await
@@ -265,7 +268,7 @@ async fn single_route(
             connect(State(s), agent, caller, inner(&envelope.body)).await
         }
         "agent/stop" => {
-            let (id, thread_id) = (param("agentId")?, param("threadId")?);
+            let (id, thread_id) = (param("agentId")?, ThreadId::new(param("threadId")?));
             let agent = AgentRef::named(&s, &id)?;
             let stopped = stop(State(s), agent, Path((id, thread_id)), caller).await?;
             Ok(stopped.into_response())
@@ -279,7 +282,7 @@ async fn single_route(
 /// The events of a run that ended before the run path was reached.
 fn failed(s: &AppState, input: &RunAgentInput, error: &RunError) -> Vec<Event> {
     let mut projector = Projector::new(RunFrame {
-        thread_id: input.thread_id.clone(),
+        thread_id: input.thread_id.to_string(),
         run_id: input.run_id.clone(),
         ..RunFrame::limited(&s.limits)
     });

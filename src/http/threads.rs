@@ -31,17 +31,19 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{AgentRef, AppState};
+use super::AgentRef;
 use crate::a2a::client::ClientError;
 use crate::a2a::model::{StreamEvent, Task};
 use crate::a2a::Operation;
 use crate::agui::event;
+use crate::app::state::AppState;
 use crate::auth::Caller;
 use crate::bridge::state::ClientView;
 use crate::bridge::threads::{self, ThreadStatus, ThreadSummary};
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
 use crate::error::RequestError;
+use crate::ids::{ContextId, TaskId, ThreadId};
 use crate::registry::{Agent, Resolved};
 
 /// `ListTasks` pages read for a list, and tasks per page.
@@ -136,7 +138,7 @@ pub(crate) async fn inbox(
 pub(crate) async fn detail(
     State(s): State<AppState>,
     AgentRef(agent): AgentRef,
-    Path((_, thread_id)): Path<(String, String)>,
+    Path((_, thread_id)): Path<(String, ThreadId)>,
     caller: Caller,
 ) -> Result<Json<ThreadDetail>, RequestError> {
     let context_id = context_of(&s, &agent, &caller, &thread_id)
@@ -158,11 +160,11 @@ pub(crate) async fn detail(
 /// `/a2a/pendingInterrupts`, under the same name).
 fn detail_body(
     limits: &Limits,
-    thread_id: &str,
-    context_id: &str,
+    thread_id: &ThreadId,
+    context_id: &ContextId,
     tasks: &mut [Task],
 ) -> Option<ThreadDetail> {
-    let summary = threads::summarize(tasks, |_| thread_id.to_owned())
+    let summary = threads::summarize(tasks, |_| thread_id.clone())
         .into_iter()
         .next()?;
     tasks.reverse();
@@ -195,19 +197,20 @@ pub(crate) async fn context_of(
     s: &AppState,
     agent: &Agent,
     caller: &Caller,
-    thread_id: &str,
-) -> Result<Option<String>, RequestError> {
+    thread_id: &ThreadId,
+) -> Result<Option<ContextId>, RequestError> {
     let name = &agent.settings.name;
-    if let Some(context) = s.bindings.get(&caller.name, name, thread_id).await {
+    if let Some(context) = s.bindings.get(&caller.id, name, thread_id).await {
         return Ok(Some(context));
     }
-    let creator = s.bindings.owner_of(name, thread_id).await.map(|(c, _)| c);
-    let visible = caller.may_use_context(creator.as_deref(), agent.settings.visibility);
+    let asked = ContextId::of_thread(thread_id);
+    let creator = s.bindings.owner_of(name, &asked).await.map(|(c, _)| c);
+    let visible = caller.may_use_context(creator.as_ref(), agent.settings.visibility);
     if creator.is_some() && !visible {
         // Someone else's context: unknown, not a new thread.
         return Err(RequestError::UnknownThread);
     }
-    Ok(visible.then(|| thread_id.to_owned()))
+    Ok(visible.then_some(asked))
 }
 
 /// The tasks of the thread's context, newest first, each with its artifacts and at most
@@ -217,12 +220,13 @@ pub(crate) async fn tasks_of(
     s: &AppState,
     agent: &Agent,
     caller: &Caller,
-    thread_id: &str,
-    context_id: &str,
+    thread_id: &ThreadId,
+    context_id: &ContextId,
 ) -> Result<Vec<Task>, ClientError> {
-    let owner = caller.name.as_str();
+    let owner = &caller.id;
     let upstream = resolve(s, agent, caller).await?;
     if upstream.client.supports(Operation::ListTasks) {
+        let context_id = context_id.as_str();
         let page = upstream
             .client
             .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY, true)
@@ -239,14 +243,14 @@ pub(crate) async fn tasks_of(
         .await;
     let Some(task_id) = records
         .into_iter()
-        .find(|r| r.thread_id == thread_id)
+        .find(|r| r.thread_id == *thread_id)
         .and_then(|r| r.task_id)
     else {
         return Ok(Vec::new());
     };
     let task = upstream
         .client
-        .get_task(&task_id, Some(DETAIL_HISTORY))
+        .get_task(task_id.as_str(), Some(DETAIL_HISTORY))
         .await?;
     Ok(vec![task])
 }
@@ -268,13 +272,13 @@ async fn resolve(
 /// pending interrupts (the entries at `/a2a/pendingInterrupts`).
 fn projected_state(
     limits: &Limits,
-    thread_id: &str,
-    context_id: &str,
+    thread_id: &ThreadId,
+    context_id: &ContextId,
     last: Option<&Task>,
 ) -> (Value, Vec<Value>) {
     let mut projector = Projector::new(RunFrame {
-        thread_id: thread_id.to_owned(),
-        context_id: Some(context_id.to_owned()),
+        thread_id: thread_id.to_string(),
+        context_id: Some(context_id.to_string()),
         ..RunFrame::limited(limits)
     });
     projector.start();
@@ -310,12 +314,12 @@ async fn visible_threads(
         .await
         .map_err(|e| RequestError::from(&e))?;
     let mut visible = Vec::new();
-    for mut thread in threads::summarize(&tasks, str::to_owned) {
+    for mut thread in threads::summarize(&tasks, ThreadId::of_context) {
         let record = s
             .bindings
             .owner_of(&agent.settings.name, &thread.context_id)
             .await;
-        let creator = record.as_ref().map(|(c, _)| c.as_str());
+        let creator = record.as_ref().map(|(c, _)| c);
         if !caller.may_use_context(creator, agent.settings.visibility) {
             continue;
         }
@@ -340,12 +344,12 @@ async fn from_bindings(
 ) -> Result<Vec<ThreadSummary>, RequestError> {
     let records = s
         .bindings
-        .threads_of(&caller.name, &agent.settings.name, BINDINGS_LIMIT)
+        .threads_of(&caller.id, &agent.settings.name, BINDINGS_LIMIT)
         .await;
-    let task_ids: Vec<String> = records.iter().filter_map(|r| r.task_id.clone()).collect();
+    let task_ids: Vec<TaskId> = records.iter().filter_map(|r| r.task_id.clone()).collect();
     let reads = task_ids.into_iter().map(|task_id| {
         let client = upstream.client.clone();
-        async move { client.get_task(&task_id, Some(0)).await }
+        async move { client.get_task(task_id.as_str(), Some(0)).await }
     });
     let read_all = async {
         let mut reads = futures::stream::iter(reads).buffer_unordered(GET_CONCURRENCY);
@@ -369,8 +373,8 @@ async fn from_bindings(
     Ok(threads::summarize(&tasks, |context| {
         records
             .iter()
-            .find(|r| r.context_id == context)
-            .map_or_else(|| context.to_owned(), |r| r.thread_id.clone())
+            .find(|r| r.context_id == *context)
+            .map_or_else(|| ThreadId::of_context(context), |r| r.thread_id.clone())
     }))
 }
 
@@ -401,7 +405,7 @@ pub(crate) struct InboxPage {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadDetail {
-    context_id: String,
+    context_id: ContextId,
     last_task: threads::LastTask,
     /// Rebuilt from A2A history (`history::messages`).
     messages: Vec<event::Message>,
@@ -411,7 +415,7 @@ pub(crate) struct ThreadDetail {
     /// The docs/design.md#6-projection-a2a-to-ag-ui projection of the last task.
     state: Value,
     status: ThreadStatus,
-    thread_id: String,
+    thread_id: ThreadId,
 }
 
 /// Filters by `status` and cuts one page (`pageToken` is the offset of the page).
@@ -471,14 +475,14 @@ mod tests {
 
     fn summary(id: &str, status: ThreadStatus) -> ThreadSummary {
         ThreadSummary {
-            context_id: format!("c-{id}"),
+            context_id: ContextId::new(format!("c-{id}")),
             last_task: threads::LastTask {
-                id: format!("t-{id}"),
+                id: TaskId::new(format!("t-{id}")),
                 state: "working".into(),
                 updated_at: Some("2026-01-01".into()),
             },
             status,
-            thread_id: id.into(),
+            thread_id: ThreadId::new(id),
         }
     }
 
@@ -546,13 +550,13 @@ mod tests {
 
         let messages = vec![event::Message::text("m", crate::agui::Role::User, "hi")];
         let detail = ThreadDetail {
-            context_id: "c-a".into(),
+            context_id: ContextId::new("c-a"),
             last_task: items[0].last_task.clone(),
             messages: messages.clone(),
             pending_interrupts: vec![json!({"id": "a2a:T:q"})],
             state: json!({"a2a": {}}),
             status: ThreadStatus::Working,
-            thread_id: "a".into(),
+            thread_id: ThreadId::new("a"),
         };
         let mut before = json!(items[0]);
         before["messages"] = json!(messages);
@@ -585,9 +589,10 @@ mod tests {
         let task = ProtocolVersion::V1
             .decode_task(&raw["result"].to_string())
             .unwrap();
-        let context_id = task.context_id.clone().unwrap();
+        let context_id = ContextId::new(task.context_id.clone().unwrap());
         let limits = crate::config::Limits::default();
-        let detail = detail_body(&limits, "t", &context_id, &mut [task]).unwrap();
+        let thread_id = ThreadId::new("t");
+        let detail = detail_body(&limits, &thread_id, &context_id, &mut [task]).unwrap();
         let body = serde_json::to_value(detail).unwrap();
         let in_state: Vec<&Value> = body["state"][layout::A2A][layout::PENDING_INTERRUPTS]
             .as_object()

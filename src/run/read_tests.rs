@@ -19,7 +19,7 @@ use super::Resubscribe;
 use crate::a2a::client::{decode_frame, ClientError, EventStream};
 use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
 use crate::agui::{Event, RunAgentInput};
-use crate::binding::BindingStore;
+use crate::app::state::{AppState, Shared};
 use crate::error::RunError;
 use crate::registry::Registry;
 
@@ -161,13 +161,14 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
     .unwrap();
     let options = crate::bridge::request::RunOptions::parse(&input).unwrap();
     let plan = crate::bridge::request::plan(&input, options).unwrap();
-    let metrics = Arc::new(crate::metrics::Metrics::new(Default::default()));
+    let agent = registry.get("a").unwrap();
+    let app: AppState = Shared::for_tests(&settings, registry).into();
     let (tx, rx) = mpsc::channel(1024);
     let sink = Sink {
         tx,
         client_write: settings.timeouts.client_write,
         meter: Arc::new(RunMeter {
-            metrics: metrics.clone(),
+            metrics: app.metrics.clone(),
             agent: "a".into(),
             started: std::time::Instant::now(),
             trace: None,
@@ -175,21 +176,15 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
             task: Mutex::new(TaskFacts::default()),
         }),
     };
-    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
     let request = RunRequest {
-        agent: registry.get("a").unwrap(),
-        registry,
-        bindings: Arc::new(BindingStore::memory()),
+        agent,
+        app,
         input,
         plan,
-        limits: settings.limits,
-        timeouts: settings.timeouts,
         permit: Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap(),
-        stop,
-        owner: "anonymous".into(),
+        owner: crate::auth::Caller::anonymous().id,
         caller_token: None,
         may_pick_up: false,
-        metrics,
         trace: None,
     };
     let mut run = Run::prepare(request, sink, Arc::new(Mutex::new(None))).await;

@@ -97,8 +97,9 @@ impl Run {
         let agent = self.agent.settings.name.clone();
         self.projector.answering(interrupt_id.clone());
         let claimed = self
+            .app
             .bindings
-            .claim_answer(&agent, interrupt_id, self.timeouts.run)
+            .claim_answer(&agent, interrupt_id, self.app.timeouts.run)
             .await;
         if !claimed {
             tracing::info!(task_id = %Shown(&task.id), "another run is answering this question; following the task");
@@ -106,7 +107,7 @@ impl Run {
         }
         let sent = self.send_or_fail(upstream, message).await;
         if !self.projector.was_accepted() {
-            self.bindings.release_answer(&agent, interrupt_id).await;
+            self.app.bindings.release_answer(&agent, interrupt_id).await;
         }
         sent
     }

@@ -4,7 +4,8 @@
 //! Agent Engine's (HTTP+JSON only, under a path prefix, with a tenant) — or over the SDK's
 //! own gRPC handler (the `grpc` upstream: a gRPC-only card), judged by the real AG-UI
 //! client. Then selection as `/agents` and `/readyz` show it, the A2A client's errors
-//! on every binding, and upstreams that break the binding.
+//! on every binding, and upstreams that break the binding. The embedded demo agent serves
+//! every binding on one port too: the same AG-UI session through each, pinned.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,12 +35,7 @@ async fn gateway(mode: &'static str, extra: Value) -> Gateway {
 
 /// `GET {gw}/agents/{name}`.
 async fn agent_view(gw: &Gateway, name: &str) -> Value {
-    reqwest::get(gw.agent_url(name))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    get_json(gw.agent_url(name)).await
 }
 
 /// For each binding: a gateway on its upstream, driven on thread `<thread>-<mode>` with
@@ -255,12 +251,7 @@ async fn threads_are_listed_and_read_through_list_tasks_on_every_binding() {
         let (done, wait) = (format!("th-done-{mode}"), format!("th-wait-{mode}"));
         drive_message(&url, &done, "echo all done").await;
         drive_message(&url, &wait, "approve").await;
-        let list: Value = reqwest::get(format!("{url}/threads?pageSize=100"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list: Value = get_json(format!("{url}/threads?pageSize=100")).await;
         assert_eq!(list["source"], "upstream", "{binding}: {list}");
         let status_of = |thread: &str| {
             list["threads"]
@@ -280,12 +271,7 @@ async fn threads_are_listed_and_read_through_list_tasks_on_every_binding() {
             Some("input-required"),
             "{binding}"
         );
-        let read: Value = reqwest::get(format!("{url}/threads/{wait}"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let read: Value = get_json(format!("{url}/threads/{wait}")).await;
         let messages: Vec<(&str, &str)> = read["messages"]
             .as_array()
             .unwrap_or_else(|| panic!("{binding}: {read}"))
@@ -397,6 +383,105 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
     );
 }
 
+/// The demo agent's three interfaces, each pinned on its URL, give the real AG-UI client the
+/// same session — streamed text, an artifact, an approval resumed on its task, a failure,
+/// the help text, a reattach — and the threads API lists it through `ListTasks`; `--demo`
+/// itself stays on JSON-RPC.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_agent_serves_the_same_session_on_every_binding() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let demo = agui_a2a_gateway::demo::spawn(listener).await.unwrap();
+    let pins = [
+        ("JSONRPC", "jsonrpc"),
+        ("HTTP+JSON", "http+json"),
+        ("GRPC", "grpc"),
+    ];
+    let agents: Vec<Value> = pins
+        .iter()
+        .map(|(_, pin)| json!({"name": pin.replace('+', "-"), "url": demo, "binding": pin}))
+        .collect();
+    let gw = Gateway::start(&json!({ "agents": agents }).to_string(), false).await;
+    wait_ready(&gw).await;
+    let steps = json!([
+        {"message": "echo hello from every binding"},
+        {"message": "artifact"},
+        {"message": "approve"},
+        {"resume": {"status": "resolved", "payload": "yes"}},
+        {"message": "fail"},
+        {"message": "what can you do?"},
+        {"message": "slow 4", "abortOnEvent": "TEXT_MESSAGE_CONTENT"},
+        {"forwardedProps": {"a2a": {"subscribeOnly": true}}}
+    ]);
+    // What a client sees of each step: its assistant texts, how it ended, the task.
+    let seen = |step: &Value| {
+        assert_accepted(step);
+        json!({
+            "texts": assistant_texts(step),
+            "outcome": last_event(step)["outcome"]["type"],
+            "errors": step["runErrors"].as_array().map(|e| e.iter().map(|e| e["code"].clone()).collect::<Vec<_>>()),
+            "task": step["state"]["a2a"]["task"]["state"],
+            // Ids aside (each binding's task has its own).
+            "artifacts": step["state"]["view"]["artifacts"].as_object().map(|all| all.iter()
+                .map(|(id, a)| (id.clone(), json!([a["text"], a["complete"], a["parts"]])))
+                .collect::<serde_json::Map<_, _>>()),
+            "interrupts": step["pendingInterrupts"].as_array().map(Vec::len),
+        })
+    };
+    let mut sessions = Vec::new();
+    for (binding, pin) in pins {
+        let name = pin.replace('+', "-");
+        assert_eq!(agent_view(&gw, &name).await["binding"], binding);
+        assert_eq!(agent_view(&gw, &name).await["url"], demo.as_str());
+        let thread = format!("demo-{name}");
+        let driven = drive(&gw.agent_url(&name), &thread, steps.clone()).await;
+        let session: Vec<Value> = driven.iter().map(seen).collect();
+        let list: Value = get_json(format!("{}/threads?pageSize=100", gw.agent_url(&name))).await;
+        assert_eq!(list["source"], "upstream", "{binding}: {list}");
+        assert!(
+            list["threads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["threadId"] == thread.as_str()),
+            "{binding}: {list}"
+        );
+        sessions.push((binding, session));
+    }
+    let (_, reference) = &sessions[0];
+    assert_eq!(reference[0]["texts"], json!(["hello from every binding"]));
+    assert_eq!(
+        reference[1]["artifacts"]["artifact-1"][0],
+        "Hello from artifact."
+    );
+    assert_eq!(reference[2]["interrupts"], 1);
+    let answered = reference[3]["texts"].as_array().unwrap();
+    assert_eq!(answered.last().unwrap(), "Approved: yes");
+    assert_eq!(reference[4]["errors"], json!(["a2a_task_failed"]));
+    assert!(reference[5]["texts"].to_string().contains("echo <text>"));
+    let reattached = reference[7]["texts"].as_array().unwrap();
+    let ticks = [
+        "tick 1/4",
+        "tick 2/4",
+        "tick 3/4",
+        "tick 4/4",
+        "slow 4 done",
+    ];
+    assert_eq!(
+        reattached[reattached.len() - 5..],
+        ticks.map(Value::from),
+        "every tick once"
+    );
+    for (binding, session) in &sessions[1..] {
+        for (i, (step, expected)) in session.iter().zip(reference).enumerate() {
+            assert_eq!(step, expected, "{binding}, step {i}");
+        }
+    }
+
+    let gw = Gateway::start("{}", true).await;
+    wait_ready(&gw).await;
+    assert_eq!(agent_view(&gw, "demo").await["binding"], "JSONRPC");
+}
+
 /// `GET /agents` shows what each card selected; a card offering nothing the gateway
 /// speaks leaves its agent not ready, `/readyz` naming what it offered; a binding pin wins
 /// over the card's order, and `tenant` over the interface's.
@@ -423,12 +508,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
     let gw = Gateway::start(&config.to_string(), false).await;
     let mut ready = Value::Null;
     for _ in 0..100 {
-        ready = reqwest::get(format!("{}/readyz", gw.base))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        ready = get_json(format!("{}/readyz", gw.base)).await;
         if ready["agents"] == json!(["grpc-only"]) {
             break;
         }
@@ -471,12 +551,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
         "JSONRPC",
         "the pin wins over the card's order"
     );
-    let listed: Value = reqwest::get(format!("{}/agents", gw.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = get_json(format!("{}/agents", gw.base)).await;
     let unready = listed["agents"]
         .as_array()
         .unwrap()

@@ -25,6 +25,7 @@ mod redis;
 mod sessions;
 mod support;
 mod threads;
+mod upstream_tls;
 mod upstream_view;
 
 use std::time::Duration;

@@ -183,6 +183,11 @@ impl Gateway {
     }
 }
 
+/// `GET url` as JSON (the gateway's `/readyz`, `/agents/{name}`, ...).
+pub async fn get_json(url: impl reqwest::IntoUrl) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
 /// Runs the HttpAgent driver; returns its per-step results.
 pub async fn drive(url: &str, thread_id: &str, steps: Value) -> Vec<Value> {
     drive_with(json!({"url": url, "threadId": thread_id, "steps": steps})).await

@@ -1,0 +1,114 @@
+//! The gateway's shared state ([`AppState`]): what every handler and every run reads, built
+//! once from the settings by [`super::build`] and shared behind one `Arc`, so a request or a
+//! run takes it with one reference count, never as copies of its fields. Nothing in it
+//! changes after start but what it holds to be shared (the binding store, the counters,
+//! the run slots, the stop signal).
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use axum::http::HeaderValue;
+use tokio::sync::Semaphore;
+
+use crate::auth::Authenticator;
+use crate::binding::BindingStore;
+use crate::config::{Limits, Settings, TimeoutSettings};
+use crate::http::ratelimit::RunLimiter;
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::telemetry::Traces;
+
+/// The shared state of the handlers and the runs: a handle on one [`Shared`], cloned for
+/// each request and each run.
+#[derive(Clone)]
+pub(crate) struct AppState(Arc<Shared>);
+
+impl Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl From<Shared> for AppState {
+    fn from(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+/// What [`AppState`] shares.
+pub(crate) struct Shared {
+    pub registry: Arc<Registry>,
+    pub bindings: Arc<BindingStore>,
+    pub limits: Limits,
+    pub timeouts: TimeoutSettings,
+    /// `limits.max_concurrent_runs` slots; a run holds one for its lifetime.
+    pub runs: Arc<Semaphore>,
+    /// Flipped to `true` when open runs must end (shutdown after the drain period).
+    pub stop: tokio::sync::watch::Receiver<bool>,
+    /// Browser origins allowed cross-origin access.
+    pub cors_origins: Vec<HeaderValue>,
+    /// Who may call (inbound auth).
+    pub auth: Arc<Authenticator>,
+    pub metrics: Arc<Metrics>,
+    /// `rate_limits`, if configured.
+    pub run_limiter: Option<Arc<RunLimiter>>,
+    /// `metrics_public`: `/metrics` without inbound auth.
+    pub metrics_public: bool,
+    /// The traces exporter, when telemetry is configured.
+    pub traces: Option<Arc<Traces>>,
+    /// Where the CopilotKit runtime routes are mounted, if they are
+    /// (`crate::http::copilotkit`).
+    pub copilotkit_base_path: Option<String>,
+}
+
+impl Shared {
+    /// The state of a gateway with `settings`, over the parts [`super::build`] made of them.
+    pub(crate) fn new(
+        settings: &Settings,
+        registry: Arc<Registry>,
+        bindings: BindingStore,
+        metrics: Arc<Metrics>,
+        traces: Option<Arc<Traces>>,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            registry,
+            bindings: Arc::new(bindings),
+            limits: settings.limits.clone(),
+            timeouts: settings.timeouts,
+            runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs)),
+            stop,
+            cors_origins: settings.cors_origins.clone(),
+            auth: Arc::new(Authenticator::new(&settings.auth)),
+            metrics,
+            run_limiter: settings.rate_limits.map(|r| Arc::new(RunLimiter::new(r))),
+            metrics_public: settings.metrics_public,
+            traces,
+            copilotkit_base_path: settings.copilotkit_base_path.clone(),
+        }
+    }
+
+    /// The state of a gateway with `settings` and the agents of `registry`, without a
+    /// gateway around it: a memory binding store, no traces, never stopped.
+    #[cfg(test)]
+    pub(crate) fn for_tests(settings: &Settings, registry: Arc<Registry>) -> Self {
+        // One sender for every test state, never dropped: a receiver whose sender is gone
+        // reads as stopped.
+        static NEVER: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> =
+            std::sync::OnceLock::new();
+        let stop = NEVER
+            .get_or_init(|| tokio::sync::watch::channel(false).0)
+            .subscribe();
+        let metrics = Arc::new(Metrics::new(Default::default()));
+        Self::new(
+            settings,
+            registry,
+            BindingStore::memory(),
+            metrics,
+            None,
+            stop,
+        )
+    }
+}
