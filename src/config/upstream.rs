@@ -78,6 +78,31 @@ pub struct TokenEndpointConfig {
     /// RFC 8707 `resource`.
     #[serde(default)]
     pub resource: Option<String>,
+    /// `token_exchange` only: how the caller's JWT is typed to the token endpoint (RFC 8693
+    /// §3): `access_token` (default; what Keycloak's and Okta's exchanges take) or `jwt`.
+    #[serde(default)]
+    pub subject_token_type: Option<SubjectTokenType>,
+}
+
+/// RFC 8693 §3: the type the caller's inbound JWT is sent as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectTokenType {
+    /// `urn:ietf:params:oauth:token-type:access_token`.
+    #[default]
+    AccessToken,
+    /// `urn:ietf:params:oauth:token-type:jwt`.
+    Jwt,
+}
+
+impl SubjectTokenType {
+    /// The RFC 8693 URI.
+    pub fn uri(self) -> &'static str {
+        match self {
+            Self::AccessToken => "urn:ietf:params:oauth:token-type:access_token",
+            Self::Jwt => "urn:ietf:params:oauth:token-type:jwt",
+        }
+    }
 }
 
 /// `agents[].credentials`, parsed: how the gateway authenticates to the agent
@@ -121,6 +146,8 @@ pub struct TokenEndpoint {
     pub scopes: Vec<String>,
     pub audience: Option<String>,
     pub resource: Option<String>,
+    /// How a token exchange types the caller's JWT.
+    pub subject_token_type: SubjectTokenType,
 }
 
 /// How the gateway proves itself to a token endpoint.
@@ -286,6 +313,12 @@ pub(crate) fn credentials_settings(
         }
     };
     if let Some(o) = &c.oauth2 {
+        if o.subject_token_type.is_some() {
+            problems.push(err(
+                format!("{key}.oauth2.subject_token_type"),
+                "only a token_exchange sends a subject token",
+            ));
+        }
         let endpoint = token_endpoint(&format!("{key}.oauth2"), o, problems)?;
         return Some(UpstreamCredentials::OAuth2(endpoint));
     }
@@ -353,6 +386,7 @@ fn token_endpoint(
         scopes: c.scopes.clone(),
         audience: c.audience.clone(),
         resource: c.resource.clone(),
+        subject_token_type: c.subject_token_type.unwrap_or_default(),
     })
 }
 

@@ -46,8 +46,6 @@ const MAX_ERROR_CODE: usize = 64;
 const GRANT_CLIENT_CREDENTIALS: &str = "client_credentials";
 /// RFC 8693 §2.1.
 const GRANT_TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
-/// RFC 8693 §3: the subject is the caller's inbound JWT.
-const TOKEN_TYPE_JWT: &str = "urn:ietf:params:oauth:token-type:jwt";
 /// RFC 8693 §3: what the gateway asks for.
 const TOKEN_TYPE_ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// RFC 7523 §2.2.
@@ -157,7 +155,7 @@ impl TokenClient {
             Grant::TokenExchange { subject_token } => {
                 form.append_pair("grant_type", GRANT_TOKEN_EXCHANGE)
                     .append_pair("subject_token", subject_token)
-                    .append_pair("subject_token_type", TOKEN_TYPE_JWT)
+                    .append_pair("subject_token_type", e.subject_token_type.uri())
                     .append_pair("requested_token_type", TOKEN_TYPE_ACCESS_TOKEN);
             }
         }
@@ -391,7 +389,10 @@ mod tests {
         let form = &idp.requests()[0].form;
         assert_eq!(form["grant_type"], GRANT_TOKEN_EXCHANGE);
         assert_eq!(form["subject_token"], "caller.jwt.value");
-        assert_eq!(form["subject_token_type"], TOKEN_TYPE_JWT);
+        assert_eq!(
+            form["subject_token_type"], "urn:ietf:params:oauth:token-type:access_token",
+            "the default: what Keycloak's and Okta's exchanges take"
+        );
         assert_eq!(form["requested_token_type"], TOKEN_TYPE_ACCESS_TOKEN);
         assert_eq!(form["audience"], "https://agent.test");
     }

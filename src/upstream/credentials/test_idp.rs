@@ -128,6 +128,7 @@ fn endpoint(token_url: url::Url, auth: Auth) -> TokenEndpoint {
         scopes: vec!["agents.invoke".into(), "agents.read".into()],
         audience: Some("https://agent.test".into()),
         resource: Some("https://agent.test/a2a".into()),
+        subject_token_type: Default::default(),
     }
 }
 
