@@ -475,6 +475,23 @@ mod tests {
             false,
         );
         assert!(problems[0].contains("token_exchange"), "{problems:?}");
+        let (out, _) = parse(
+            "{token_exchange: {token_url: 'http://127.0.0.1:1/t', client_id: c, client_secret: s, \
+             subject_token_type: jwt}}",
+            true,
+        );
+        assert!(
+            matches!(out, Some(UpstreamCredentials::TokenExchange(e)) if e.subject_token_type == SubjectTokenType::Jwt)
+        );
+        let (_, problems) = parse(
+            "{oauth2: {token_url: 'http://127.0.0.1:1/t', client_id: c, client_secret: s, \
+             subject_token_type: jwt}}",
+            false,
+        );
+        assert!(
+            problems[0].contains("oauth2.subject_token_type"),
+            "{problems:?}"
+        );
     }
 
     #[test]
