@@ -452,11 +452,9 @@ mod tests {
         (ca_cert.der().clone(), leaf.der().clone(), private)
     }
 
-    /// gRPC over TLS (ALPN `h2`): the demo's service behind a TLS acceptor, the gateway's
-    /// client trusting the test's CA (`tls.ca_file`) streams through it; trusting only the
-    /// default roots, the call fails naming the unknown CA.
-    #[tokio::test(flavor = "multi_thread")]
-    async fn the_gateway_client_speaks_grpc_over_tls_with_the_agents_trust() {
+    /// The demo behind a TLS acceptor offering `h2` and `http/1.1` with a certificate the
+    /// test's CA signs: its `https://` base URL and the trust that reaches it.
+    async fn tls_demo() -> (String, crate::a2a::tls::TlsTrust) {
         use hyper_util::rt::{TokioExecutor, TokioIo};
         let (ca, leaf, key) = test_pki();
         let mut server = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
@@ -467,7 +465,7 @@ mod tests {
         .with_no_client_auth()
         .with_single_cert(vec![leaf], key)
         .unwrap();
-        server.alpn_protocols = vec![b"h2".to_vec()];
+        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("https://{}/", listener.local_addr().unwrap());
@@ -487,6 +485,35 @@ mod tests {
                 });
             }
         });
+        let trust = crate::a2a::tls::TlsTrust {
+            extra_roots: vec![ca],
+            ..Default::default()
+        };
+        (base, trust)
+    }
+
+    /// Unary calls and the card go over HTTP/2 where the agent offers it (ALPN), with the
+    /// agent's TLS in reqwest.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn reqwest_speaks_http2_to_an_agent_that_offers_it() {
+        let (base, trust) = tls_demo().await;
+        let tls = crate::a2a::tls::AgentTls::new(&trust).unwrap();
+        let http = tls.reqwest(reqwest::Client::builder()).build().unwrap();
+        let card = http
+            .get(format!("{base}.well-known/agent-card.json"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(card.version(), reqwest::Version::HTTP_2);
+        assert!(card.status().is_success());
+    }
+
+    /// gRPC over TLS (ALPN `h2`): the demo's service behind a TLS acceptor, the gateway's
+    /// client trusting the test's CA (`tls.ca_file`) streams through it; trusting only the
+    /// default roots, the call fails naming the unknown CA.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_gateway_client_speaks_grpc_over_tls_with_the_agents_trust() {
+        let (base, trust) = tls_demo().await;
         let endpoint = Endpoint {
             binding: Binding::Grpc,
             ..Endpoint::json_rpc(
@@ -505,10 +532,7 @@ mod tests {
             )
             .with_tls(tls)
         };
-        let trusted = client(crate::a2a::tls::TlsTrust {
-            extra_roots: vec![ca],
-            ..Default::default()
-        });
+        let trusted = client(trust);
         let events: Vec<StreamEvent> = trusted
             .stream_message(&message("echo over tls", None), None)
             .await
