@@ -74,9 +74,9 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     metrics.know_agents(settings.agents.iter().map(|a| a.name.as_str()));
     let registry = Registry::new(
         settings.agents.clone(),
-        settings.timeouts.connect,
-        settings.timeouts.upstream_call,
-        settings.limits.max_event_bytes,
+        settings.timeouts.connect(),
+        settings.timeouts.upstream_call(),
+        settings.limits.max_event_bytes.get(),
     )
     .map_err(BuildError::Upstream)?
     .with_metrics(metrics.clone());
@@ -85,7 +85,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     let registry = Arc::new(if crate::a2a::direct::proxy_configured() {
         registry
     } else {
-        registry.with_direct_streams(settings.timeouts.connect)
+        registry.with_direct_streams(settings.timeouts.connect())
     });
     registry.clone().spawn_refresher();
     let traces = match &settings.otlp_traces {
@@ -149,7 +149,7 @@ impl App {
     }
 
     /// Serves until `shutdown` resolves: stops accepting, lets open runs finish for up to
-    /// `timeouts.shutdown_drain`, then ends the ones still open with
+    /// `timeouts.shutdown_drain()`, then ends the ones still open with
     /// `RUN_ERROR {code: "gateway_shutdown"}` (their A2A tasks go on upstream), so no client
     /// is left with a stream that ends without a terminal event.
     pub async fn serve(
@@ -169,10 +169,10 @@ impl App {
     ) -> std::io::Result<()> {
         let timeouts = self.settings.timeouts;
         let limits = ConnectionLimits {
-            max_connections: self.settings.limits.max_connections,
-            max_body_bytes: self.settings.limits.max_body_bytes,
-            header_read: timeouts.header_read,
-            client_write: timeouts.client_write,
+            max_connections: self.settings.limits.max_connections.get(),
+            max_body_bytes: self.settings.limits.max_body_bytes.get(),
+            header_read: timeouts.header_read(),
+            client_write: timeouts.client_write(),
         };
         let traces = self.traces.clone();
         let flush = move || {
@@ -183,7 +183,7 @@ impl App {
         };
         let closed = listener::serve(listeners, self.router, limits, shutdown).await;
         tokio::pin!(closed);
-        if tokio::time::timeout(timeouts.shutdown_drain, &mut closed)
+        if tokio::time::timeout(timeouts.shutdown_drain(), &mut closed)
             .await
             .is_ok()
         {

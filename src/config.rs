@@ -2,15 +2,17 @@
 //! [`Settings`] (docs/design.md#2-running-it-and-configuration).
 //!
 //! File types ([`FileConfig`]) mirror the documented keys exactly and reject unknown keys;
-//! runtime types ([`Settings`], [`AgentSettings`]) hold parsed values only (URLs, durations,
-//! resolved header values), so nothing downstream re-validates. Precedence: flags and env
-//! over the file over defaults.
+//! bounds are non-zero by type ([`Limits`], [`Timeouts`]), so a `0` is refused as the file is
+//! read, naming its key. Runtime types ([`Settings`], [`AgentSettings`], [`TimeoutSettings`])
+//! hold parsed values only (URLs, durations, resolved header values), so nothing downstream
+//! re-validates. Precedence: flags and env over the file over defaults.
 //!
 //! Validation goes on past a problem: [`settings`] answers every problem it found at once
 //! ([`ConfigErrors`]), so one `--validate-only` names, say, every unset `env:` reference.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,8 +33,9 @@ pub mod upstream;
 pub struct FileConfig {
     pub listen: Option<String>,
     pub binding_store: Option<String>,
-    /// Seconds a Redis binding lives after its last use (default 30 days).
-    pub binding_ttl_s: Option<u64>,
+    /// Seconds a Redis binding lives after its last use (default 30 days); `0` is refused as
+    /// the file is read.
+    pub binding_ttl_s: Option<NonZeroU64>,
     /// Browser origins allowed to call the gateway (CORS); none by default.
     pub cors_origins: Vec<String>,
     /// Allow a non-loopback `listen` without inbound auth (docs/design.md#11-security).
@@ -306,94 +309,176 @@ pub enum ContextIds {
 
 /// `limits` (docs/design.md#2-running-it-and-configuration,
 /// docs/design.md#9-reliability-and-limits). Every one is enforced; exceeding one is a clear error.
+/// The file's shape is the runtime setting: each is non-zero by type, so a `0` in the file is
+/// refused as it is read, naming the key (``limits.max_body_bytes: invalid value: integer `0`,
+/// expected a nonzero usize``), and nothing downstream meets a zero bound.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// A request body; 413 above.
-    pub max_body_bytes: usize,
+    pub max_body_bytes: NonZeroUsize,
     /// The client's `state`, serialized; 413 above.
-    pub max_state_bytes: usize,
+    pub max_state_bytes: NonZeroUsize,
     /// threadId, runId, message ids and other ids of a request; 422 above.
-    pub max_id_bytes: usize,
+    pub max_id_bytes: NonZeroUsize,
     /// One upstream event or unary response.
-    pub max_event_bytes: usize,
-    pub max_events_per_run: u64,
+    pub max_event_bytes: NonZeroUsize,
+    pub max_events_per_run: NonZeroU64,
     /// Text the upstream streams in one run (all messages and artifacts).
-    pub max_text_bytes_per_run: usize,
-    pub max_artifact_bytes_per_run: usize,
+    pub max_text_bytes_per_run: NonZeroUsize,
+    pub max_artifact_bytes_per_run: NonZeroUsize,
     /// JSON-pointer segments of any projected path or patch.
-    pub max_state_depth: usize,
-    pub max_concurrent_runs: usize,
+    pub max_state_depth: NonZeroUsize,
+    pub max_concurrent_runs: NonZeroUsize,
     /// Open client connections; beyond it new connections are closed at once.
-    pub max_connections: usize,
+    pub max_connections: NonZeroUsize,
+}
+
+/// `n` as a [`NonZeroUsize`]; a zero panics (at compile time in a `const`). For defaults and
+/// tests, which write their bounds as literals.
+pub const fn nonzero(n: usize) -> NonZeroUsize {
+    match NonZeroUsize::new(n) {
+        Some(n) => n,
+        None => panic!("a bound must be greater than 0"),
+    }
+}
+
+/// `n` as a [`NonZeroU64`]; like [`nonzero`].
+pub const fn nonzero_u64(n: u64) -> NonZeroU64 {
+    match NonZeroU64::new(n) {
+        Some(n) => n,
+        None => panic!("a bound must be greater than 0"),
+    }
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_body_bytes: 8 * 1024 * 1024,
-            max_state_bytes: 1024 * 1024,
-            max_id_bytes: 256,
-            max_event_bytes: 4 * 1024 * 1024,
-            max_events_per_run: 100_000,
-            max_text_bytes_per_run: 16 * 1024 * 1024,
-            max_artifact_bytes_per_run: 64 * 1024 * 1024,
-            max_state_depth: 32,
-            max_concurrent_runs: 1024,
-            max_connections: 4096,
+            max_body_bytes: nonzero(8 * 1024 * 1024),
+            max_state_bytes: nonzero(1024 * 1024),
+            max_id_bytes: nonzero(256),
+            max_event_bytes: nonzero(4 * 1024 * 1024),
+            max_events_per_run: nonzero_u64(100_000),
+            max_text_bytes_per_run: nonzero(16 * 1024 * 1024),
+            max_artifact_bytes_per_run: nonzero(64 * 1024 * 1024),
+            max_state_depth: nonzero(32),
+            max_concurrent_runs: nonzero(1024),
+            max_connections: nonzero(4096),
         }
     }
 }
 
-/// `timeouts`, in milliseconds, as written.
+/// `timeouts`, in milliseconds, as written; each non-zero by type like [`Limits`] (a `0` is
+/// refused as the file is read).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timeouts {
-    pub connect: u64,
-    pub header_read: u64,
-    pub body_read: u64,
-    pub client_write: u64,
-    pub upstream_call: u64,
-    pub first_event: u64,
-    pub idle: u64,
-    pub run: u64,
-    pub shutdown_drain: u64,
+    pub connect: NonZeroU64,
+    pub header_read: NonZeroU64,
+    pub body_read: NonZeroU64,
+    pub client_write: NonZeroU64,
+    pub upstream_call: NonZeroU64,
+    pub first_event: NonZeroU64,
+    pub idle: NonZeroU64,
+    pub run: NonZeroU64,
+    pub shutdown_drain: NonZeroU64,
 }
 
 impl Default for Timeouts {
     fn default() -> Self {
         Self {
-            connect: 5_000,
-            header_read: 10_000,
-            body_read: 30_000,
-            client_write: 30_000,
-            upstream_call: 30_000,
-            first_event: 60_000,
-            idle: 300_000,
-            run: 3_600_000,
-            shutdown_drain: 20_000,
+            connect: nonzero_u64(5_000),
+            header_read: nonzero_u64(10_000),
+            body_read: nonzero_u64(30_000),
+            client_write: nonzero_u64(30_000),
+            upstream_call: nonzero_u64(30_000),
+            first_event: nonzero_u64(60_000),
+            idle: nonzero_u64(300_000),
+            run: nonzero_u64(3_600_000),
+            shutdown_drain: nonzero_u64(20_000),
         }
     }
 }
 
-/// Runtime timeouts.
+/// Runtime timeouts: every one is at least a millisecond. The fields are private and the one
+/// way in is `TimeoutSettings::from(&Timeouts)`, whose milliseconds are non-zero by type, so a
+/// zero timeout cannot be built.
 #[derive(Debug, Clone, Copy)]
 pub struct TimeoutSettings {
+    connect: Duration,
+    header_read: Duration,
+    body_read: Duration,
+    client_write: Duration,
+    upstream_call: Duration,
+    first_event: Duration,
+    idle: Duration,
+    run: Duration,
+    shutdown_drain: Duration,
+}
+
+impl From<&Timeouts> for TimeoutSettings {
+    fn from(t: &Timeouts) -> Self {
+        let ms = |v: NonZeroU64| Duration::from_millis(v.get());
+        Self {
+            connect: ms(t.connect),
+            header_read: ms(t.header_read),
+            body_read: ms(t.body_read),
+            client_write: ms(t.client_write),
+            upstream_call: ms(t.upstream_call),
+            first_event: ms(t.first_event),
+            idle: ms(t.idle),
+            run: ms(t.run),
+            shutdown_drain: ms(t.shutdown_drain),
+        }
+    }
+}
+
+impl TimeoutSettings {
     /// Opening a connection to an upstream.
-    pub connect: Duration,
+    pub fn connect(&self) -> Duration {
+        self.connect
+    }
+
     /// A client's request head; also how long an idle keep-alive connection is kept.
-    pub header_read: Duration,
+    pub fn header_read(&self) -> Duration {
+        self.header_read
+    }
+
     /// A client's request body.
-    pub body_read: Duration,
+    pub fn body_read(&self) -> Duration {
+        self.body_read
+    }
+
     /// A client that accepts no bytes for this long is cut and its run ended.
-    pub client_write: Duration,
+    pub fn client_write(&self) -> Duration {
+        self.client_write
+    }
+
     /// Every unary upstream call (card, GetTask, CancelTask, ListTasks) and the response
     /// head of a streaming one.
-    pub upstream_call: Duration,
-    pub first_event: Duration,
-    pub idle: Duration,
-    pub run: Duration,
-    pub shutdown_drain: Duration,
+    pub fn upstream_call(&self) -> Duration {
+        self.upstream_call
+    }
+
+    /// The wait for a run's first upstream event.
+    pub fn first_event(&self) -> Duration {
+        self.first_event
+    }
+
+    /// The wait between two upstream events of a run.
+    pub fn idle(&self) -> Duration {
+        self.idle
+    }
+
+    /// A whole run.
+    pub fn run(&self) -> Duration {
+        self.run
+    }
+
+    /// How long open connections may finish at shutdown.
+    pub fn shutdown_drain(&self) -> Duration {
+        self.shutdown_drain
+    }
 }
 
 /// Where threadId -> contextId bindings live.
@@ -851,10 +936,6 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             .as_deref()
             .unwrap_or("memory"),
     ));
-    let binding_ttl_s = file.binding_ttl_s.unwrap_or(DEFAULT_BINDING_TTL_S);
-    if binding_ttl_s == 0 {
-        problems.push(err("binding_ttl_s", "must be greater than 0"));
-    }
     let mut agents = Vec::new();
     let jwt_inbound = file.auth.jwt.is_some();
     for (i, a) in file.agents.iter().enumerate() {
@@ -903,44 +984,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             problems.push(err("agents", "the name \"demo\" is taken by --demo"));
         }
     }
-    let l = &file.limits;
-    for (key, v) in [
-        ("max_body_bytes", l.max_body_bytes as u64),
-        ("max_state_bytes", l.max_state_bytes as u64),
-        ("max_id_bytes", l.max_id_bytes as u64),
-        ("max_event_bytes", l.max_event_bytes as u64),
-        ("max_events_per_run", l.max_events_per_run),
-        ("max_text_bytes_per_run", l.max_text_bytes_per_run as u64),
-        (
-            "max_artifact_bytes_per_run",
-            l.max_artifact_bytes_per_run as u64,
-        ),
-        ("max_state_depth", l.max_state_depth as u64),
-        ("max_concurrent_runs", l.max_concurrent_runs as u64),
-        ("max_connections", l.max_connections as u64),
-    ] {
-        if v == 0 {
-            problems.push(err(format!("limits.{key}"), "must be greater than 0"));
-        }
-    }
-    let t = &file.timeouts;
-    let ms = |key: &str, v: u64, problems: &mut Problems| {
-        if v == 0 {
-            problems.push(err(format!("timeouts.{key}"), "must be greater than 0"));
-        }
-        Duration::from_millis(v)
-    };
-    let timeouts = TimeoutSettings {
-        connect: ms("connect", t.connect, &mut problems),
-        header_read: ms("header_read", t.header_read, &mut problems),
-        body_read: ms("body_read", t.body_read, &mut problems),
-        client_write: ms("client_write", t.client_write, &mut problems),
-        upstream_call: ms("upstream_call", t.upstream_call, &mut problems),
-        first_event: ms("first_event", t.first_event, &mut problems),
-        idle: ms("idle", t.idle, &mut problems),
-        run: ms("run", t.run, &mut problems),
-        shutdown_drain: ms("shutdown_drain", t.shutdown_drain, &mut problems),
-    };
+    let timeouts = TimeoutSettings::from(&file.timeouts);
     if file.agents.is_empty() && over.agents.is_empty() && !over.demo {
         problems.push(err(
             "agents",
@@ -997,7 +1041,10 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
     Ok(Settings {
         listen,
         binding_store,
-        binding_ttl: Duration::from_secs(binding_ttl_s),
+        binding_ttl: Duration::from_secs(
+            file.binding_ttl_s
+                .map_or(DEFAULT_BINDING_TTL_S, NonZeroU64::get),
+        ),
         cors_origins,
         agents,
         limits: file.limits,
@@ -1091,7 +1138,7 @@ mod tests {
         assert_eq!(s.agents[0].headers["authorization"], "Bearer secret");
         assert_eq!(s.agents[0].visibility, Visibility::Owner);
         assert_eq!(s.agents[0].forward_identity.as_ref().unwrap(), "x-caller");
-        assert_eq!(s.limits.max_body_bytes, 8 * 1024 * 1024);
+        assert_eq!(s.limits.max_body_bytes.get(), 8 * 1024 * 1024);
         assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
     }
 
@@ -1107,11 +1154,59 @@ mod tests {
         );
         let bad_proto = yaml("agents: [{name: a, url: 'http://x', protocol: '2.0'}]");
         assert!(bad_proto.is_err());
-        let zero = yaml("agents: [{name: a, url: 'http://x'}]\ntimeouts: {idle: 0}").unwrap();
-        assert_eq!(
-            settings(zero, Overrides::default()).unwrap_err()[0].key,
-            "timeouts.idle"
-        );
+        let zero = yaml("agents: [{name: a, url: 'http://x'}]\ntimeouts: {idle: 0}").unwrap_err();
+        assert!(zero.contains("timeouts.idle"), "{zero}");
+    }
+
+    /// docs/design.md#9-reliability-and-limits: a zero limit or timeout is refused as the file
+    /// is read, and the error names the key (YAML by its path, TOML by the line it quotes).
+    #[test]
+    fn a_zero_bound_is_refused_naming_the_key() {
+        let limits = [
+            "max_body_bytes",
+            "max_state_bytes",
+            "max_id_bytes",
+            "max_event_bytes",
+            "max_events_per_run",
+            "max_text_bytes_per_run",
+            "max_artifact_bytes_per_run",
+            "max_state_depth",
+            "max_concurrent_runs",
+            "max_connections",
+        ];
+        let timeouts = [
+            "connect",
+            "header_read",
+            "body_read",
+            "client_write",
+            "upstream_call",
+            "first_event",
+            "idle",
+            "run",
+            "shutdown_drain",
+        ];
+        let keys = limits.map(|k| ("limits", k)).into_iter();
+        for (section, key) in keys.chain(timeouts.map(|k| ("timeouts", k))) {
+            let one = yaml(&format!("{section}: {{{key}: 1}}")).unwrap();
+            let parsed = settings(
+                one,
+                Overrides {
+                    demo: true,
+                    ..Default::default()
+                },
+            );
+            assert!(parsed.is_ok(), "{section}.{key}: 1");
+            let e = yaml(&format!("{section}:\n  {key}: 0\n")).unwrap_err();
+            assert!(
+                e.contains(&format!("{section}.{key}: invalid value")),
+                "{e}"
+            );
+            let e = toml::from_str::<FileConfig>(&format!("[{section}]\n{key} = 0\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("{key} = 0")), "{e}");
+            assert!(e.contains("expected a nonzero"), "{e}");
+        }
     }
 
     /// `binding` and `tenant` (docs/bindings.md): pins the selection respects (every binding
@@ -1263,11 +1358,8 @@ mod tests {
         let file = yaml("binding_ttl_s: 60\nagents: [{name: a, url: 'http://x'}]").unwrap();
         let s = settings(file, Overrides::default()).unwrap();
         assert_eq!(s.binding_ttl, Duration::from_secs(60));
-        let zero = yaml("binding_ttl_s: 0\nagents: [{name: a, url: 'http://x'}]").unwrap();
-        assert_eq!(
-            settings(zero, Overrides::default()).unwrap_err()[0].key,
-            "binding_ttl_s"
-        );
+        let zero = yaml("binding_ttl_s: 0\nagents: [{name: a, url: 'http://x'}]").unwrap_err();
+        assert!(zero.contains("binding_ttl_s: invalid value"), "{zero}");
         assert!(yaml("binding_ttl_s: -1\nagents: []").is_err());
     }
 
@@ -1428,8 +1520,7 @@ mod tests {
              auth: {api_keys: [{name: k, key: env:CONFIG_TEST_UNSET_1}]}\n\
              agents:\n\
              - {name: a, url: 'http://x', headers: {A: env:CONFIG_TEST_UNSET_2, B: env:CONFIG_TEST_UNSET_3}}\n\
-             - {name: b, url: 'ftp://x'}\n\
-             timeouts: {idle: 0}",
+             - {name: b, url: 'ftp://x'}",
         )
         .unwrap();
         let over = Overrides {
@@ -1446,7 +1537,6 @@ mod tests {
                 "agents[0].headers.B",
                 "agents[1].url",
                 "--agent",
-                "timeouts.idle",
                 "auth.api_keys[0].key",
             ]
         );

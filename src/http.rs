@@ -274,12 +274,12 @@ pub(crate) fn parse_input(body: &[u8], limits: &Limits) -> Result<RunAgentInput,
     let extent: StateExtent<'_> = serde_json::from_slice(body).map_err(json_error)?;
     if extent
         .state
-        .is_some_and(|s| s.get().len() > limits.max_state_bytes)
+        .is_some_and(|s| s.get().len() > limits.max_state_bytes.get())
     {
-        return Err(RequestError::StateTooLarge(limits.max_state_bytes));
+        return Err(RequestError::StateTooLarge(limits.max_state_bytes.get()));
     }
     let input: RunAgentInput = serde_json::from_slice(body).map_err(json_error)?;
-    request::check_ids(&input, limits.max_id_bytes)?;
+    request::check_ids(&input, limits.max_id_bytes.get())?;
     Ok(input)
 }
 
@@ -391,7 +391,7 @@ pub(crate) async fn read_run(
         .runs
         .clone()
         .try_acquire_owned()
-        .map_err(|_| RequestError::TooManyRuns(s.limits.max_concurrent_runs))?;
+        .map_err(|_| RequestError::TooManyRuns(s.limits.max_concurrent_runs.get()))?;
     let body = read_body(s, req.into_body()).await?;
     let input = parse_input(&body, &s.limits)?;
     Ok(RunBody {
@@ -403,11 +403,11 @@ pub(crate) async fn read_run(
 
 /// A request body, within `limits.max_body_bytes` and `timeouts.body_read`.
 pub(crate) async fn read_body(s: &AppState, body: Body) -> Result<bytes::Bytes, RequestError> {
-    let limit = s.limits.max_body_bytes;
+    let limit = s.limits.max_body_bytes.get();
     let read = axum::body::to_bytes(body, limit);
-    tokio::time::timeout(s.timeouts.body_read, read)
+    tokio::time::timeout(s.timeouts.body_read(), read)
         .await
-        .map_err(|_| RequestError::BodyTimeout(s.timeouts.body_read))?
+        .map_err(|_| RequestError::BodyTimeout(s.timeouts.body_read()))?
         .map_err(|e| body_error(&e, limit))
 }
 

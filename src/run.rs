@@ -143,7 +143,7 @@ pub(crate) fn start(req: RunRequest) -> RunEvents {
     let open = req.app.metrics.stream_opened(&agent);
     let sink = Sink {
         tx,
-        client_write: req.app.timeouts.client_write,
+        client_write: req.app.timeouts.client_write(),
         meter: Arc::new(RunMeter {
             metrics: req.app.metrics.clone(),
             agent,
@@ -170,7 +170,7 @@ pub(crate) fn start(req: RunRequest) -> RunEvents {
 /// state for the whole stream (memory per open stream, docs/performance.md).
 async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
     let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
-    let run_timeout = req.app.timeouts.run;
+    let run_timeout = req.app.timeouts.run();
     let mut stop = req.app.stop.clone();
     let preparing = sink.clone();
     let prepared =
@@ -615,7 +615,7 @@ impl Run {
         }
         let history = self.plan.options.history_length;
         let open = Box::pin(upstream.client.stream_message(message, history));
-        let first_event = self.app.timeouts.first_event;
+        let first_event = self.app.timeouts.first_event();
         let stream = match tokio::time::timeout(first_event, open).await {
             Ok(r) => r?,
             Err(_) => {
@@ -637,7 +637,7 @@ impl Run {
         let history = self.plan.options.history_length;
         let result = upstream
             .client
-            .send_message(message, history, Some(self.app.timeouts.run))
+            .send_message(message, history, Some(self.app.timeouts.run()))
             .await?;
         // A task result holds the whole turn in its history: projected like a recovered
         // snapshot, so the live view and a later rebuild agree

@@ -78,7 +78,7 @@ impl Shared {
             bindings: Arc::new(bindings),
             limits: settings.limits.clone(),
             timeouts: settings.timeouts,
-            runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs)),
+            runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs.get())),
             stop,
             cors_origins: settings.cors_origins.clone(),
             auth: Arc::new(Authenticator::new(&settings.auth)),

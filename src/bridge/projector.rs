@@ -70,8 +70,8 @@ impl RunFrame {
     /// `Default` alone would allow nothing.
     pub(crate) fn limited(limits: &crate::config::Limits) -> Self {
         Self {
-            max_artifact_bytes: limits.max_artifact_bytes_per_run,
-            max_text_bytes: limits.max_text_bytes_per_run,
+            max_artifact_bytes: limits.max_artifact_bytes_per_run.get(),
+            max_text_bytes: limits.max_text_bytes_per_run.get(),
             state_limits: StateLimits::from_config(limits),
             ..Self::default()
         }

@@ -212,12 +212,13 @@ impl StateLimits {
     /// budget and one event's worth of task status.
     pub(crate) fn from_config(limits: &crate::config::Limits) -> Self {
         Self {
-            max_depth: limits.max_state_depth,
-            max_agent_bytes: limits.max_state_bytes,
+            max_depth: limits.max_state_depth.get(),
+            max_agent_bytes: limits.max_state_bytes.get(),
             max_bytes: limits
                 .max_state_bytes
-                .saturating_add(limits.max_artifact_bytes_per_run.saturating_mul(2))
-                .saturating_add(limits.max_event_bytes),
+                .get()
+                .saturating_add(limits.max_artifact_bytes_per_run.get().saturating_mul(2))
+                .saturating_add(limits.max_event_bytes.get()),
         }
     }
 }

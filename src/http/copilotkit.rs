@@ -204,7 +204,7 @@ async fn cancel_live(
         }
         Ok(cancelled)
     };
-    let bound = s.timeouts.upstream_call;
+    let bound = s.timeouts.upstream_call();
     tokio::time::timeout(bound, cancel_all)
         .await
         .unwrap_or_else(|_| Err(RunError::timeout("upstream_call", bound)))
@@ -237,7 +237,7 @@ async fn single_route(
         .runs
         .clone()
         .try_acquire_owned()
-        .map_err(|_| RequestError::TooManyRuns(s.limits.max_concurrent_runs))?;
+        .map_err(|_| RequestError::TooManyRuns(s.limits.max_concurrent_runs.get()))?;
     let raw = super::read_body(&s, body).await?;
     let envelope: Envelope = serde_json::from_slice(&raw).map_err(super::json_error)?;
     drop((raw, reading));

@@ -364,7 +364,7 @@ async fn from_bindings(
         }
         Ok(tasks)
     };
-    let bound = s.timeouts.upstream_call;
+    let bound = s.timeouts.upstream_call();
     let mut tasks: Vec<Task> = tokio::time::timeout(bound, read_all)
         .await
         .map_err(|_| RequestError::from(&ClientError::Timeout(bound)))??;

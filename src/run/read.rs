@@ -97,9 +97,9 @@ impl Run {
         let mut carried: Option<Box<Option<Result<StreamEvent, ClientError>>>> = None;
         loop {
             let (key, wait) = if first {
-                ("first_event", self.app.timeouts.first_event)
+                ("first_event", self.app.timeouts.first_event())
             } else {
-                ("idle", self.app.timeouts.idle)
+                ("idle", self.app.timeouts.idle())
             };
             first = false;
             let item = match carried.take() {
@@ -202,7 +202,7 @@ impl Run {
     /// Counts one upstream event against `limits.max_events_per_run`.
     fn count_event(&mut self) -> Result<(), RunError> {
         self.upstream_events += 1;
-        if self.upstream_events > self.app.limits.max_events_per_run {
+        if self.upstream_events > self.app.limits.max_events_per_run.get() {
             return Err(RunError::LimitExceeded(format!(
                 "the upstream sent more than limits.max_events_per_run ({}) events",
                 self.app.limits.max_events_per_run
@@ -249,7 +249,7 @@ impl Run {
                     tracing::info!(task_id = %Shown(&task_id), attempt, "resubscribed to the task");
                     // The first frame is the task snapshot (A2A 1.0 §3.1.6): it fills the gap.
                     if let Ok(Some(Ok(StreamEvent::Task(task)))) =
-                        tokio::time::timeout(self.app.timeouts.first_event, stream.next()).await
+                        tokio::time::timeout(self.app.timeouts.first_event(), stream.next()).await
                     {
                         let sent = self.sent_message_id.as_deref();
                         let events = self.projector.apply_recovered(&task, sent);

@@ -5,6 +5,7 @@
 //! failed one naming why), and the run timeout of [`super::super::bounded`].
 
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use crate::a2a::client::{decode_frame, ClientError, EventStream};
 use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
 use crate::agui::{Event, RunAgentInput};
 use crate::app::state::{AppState, Shared};
+use crate::config::nonzero_u64;
 use crate::error::RunError;
 use crate::registry::Registry;
 
@@ -123,28 +125,28 @@ impl Resubscribe for Upstream {
     }
 }
 
-/// The bounds a test runs with.
+/// The bounds a test runs with, as the config file writes them (timeouts in milliseconds).
 struct Bounds {
-    first_event: Duration,
-    idle: Duration,
-    max_events: u64,
+    first_event_ms: NonZeroU64,
+    idle_ms: NonZeroU64,
+    max_events: NonZeroU64,
 }
 
 const BOUNDS: Bounds = Bounds {
-    first_event: Duration::from_secs(60),
-    idle: Duration::from_secs(300),
-    max_events: 100_000,
+    first_event_ms: nonzero_u64(60_000),
+    idle_ms: nonzero_u64(300_000),
+    max_events: nonzero_u64(100_000),
 };
 
 /// A run of one user message, started (its early events handed on), and the receiving end
 /// of its response.
 async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
-    let file: crate::config::FileConfig =
+    let mut file: crate::config::FileConfig =
         serde_yaml_ng::from_str("agents: [{name: a, url: 'http://127.0.0.1:9'}]").unwrap();
-    let mut settings = crate::config::settings(file, Default::default()).unwrap();
-    settings.limits.max_events_per_run = bounds.max_events;
-    settings.timeouts.first_event = bounds.first_event;
-    settings.timeouts.idle = bounds.idle;
+    file.limits.max_events_per_run = bounds.max_events;
+    file.timeouts.first_event = bounds.first_event_ms;
+    file.timeouts.idle = bounds.idle_ms;
+    let settings = crate::config::settings(file, Default::default()).unwrap();
     let registry = Arc::new(
         Registry::new(
             settings.agents.clone(),
@@ -166,7 +168,7 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
     let (tx, rx) = mpsc::channel(1024);
     let sink = Sink {
         tx,
-        client_write: settings.timeouts.client_write,
+        client_write: settings.timeouts.client_write(),
         meter: Arc::new(RunMeter {
             metrics: app.metrics.clone(),
             agent: "a".into(),
@@ -221,7 +223,7 @@ fn run_error(batches: &[Vec<Event>]) -> (String, String) {
 #[tokio::test(start_paused = true)]
 async fn the_first_event_timeout_fires_at_its_setting() {
     let (mut run, rx) = run(Bounds {
-        first_event: Duration::from_secs(7),
+        first_event_ms: nonzero_u64(7_000),
         ..BOUNDS
     })
     .await;
@@ -238,7 +240,7 @@ async fn the_first_event_timeout_fires_at_its_setting() {
 #[tokio::test(start_paused = true)]
 async fn the_idle_timeout_runs_between_events_and_each_event_restarts_it() {
     let (mut run, rx) = run(Bounds {
-        idle: Duration::from_secs(5),
+        idle_ms: nonzero_u64(5_000),
         ..BOUNDS
     })
     .await;
@@ -262,7 +264,7 @@ async fn the_idle_timeout_runs_between_events_and_each_event_restarts_it() {
 #[tokio::test(start_paused = true)]
 async fn the_events_of_a_run_are_bounded() {
     let (mut run, rx) = run(Bounds {
-        max_events: 3,
+        max_events: nonzero_u64(3),
         ..BOUNDS
     })
     .await;

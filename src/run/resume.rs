@@ -99,7 +99,7 @@ impl Run {
         let claimed = self
             .app
             .bindings
-            .claim_answer(&agent, interrupt_id, self.app.timeouts.run)
+            .claim_answer(&agent, interrupt_id, self.app.timeouts.run())
             .await;
         if !claimed {
             tracing::info!(task_id = %Shown(&task.id), "another run is answering this question; following the task");
