@@ -331,6 +331,16 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
+    /// [`send`] of a GET of `url`, with the default trust, connecting within 5 s.
+    async fn get(url: &str) -> Result<Response, String> {
+        send(
+            &request(url),
+            AgentTls::default_trust(),
+            Duration::from_secs(5),
+        )
+        .await
+    }
+
     /// A one-shot server on 127.0.0.1 answering any request with `reply`, in pieces.
     async fn serve_once(reply: Vec<Vec<u8>>) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -365,13 +375,7 @@ mod tests {
             b"\n0\r\n\r\n".to_vec(),
         ])
         .await;
-        let mut resp = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+        let mut resp = get(&url).await.unwrap();
         assert_eq!(resp.status, 200);
         assert_eq!(resp.content_type.as_deref(), Some("text/event-stream"));
         let body = resp.body.read_to_end(1024).await.unwrap().unwrap();
@@ -382,13 +386,7 @@ mod tests {
     async fn interim_responses_and_a_trickled_head_are_read_through() {
         let head: &[u8] = b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
         let url = serve_once(head.chunks(7).map(<[u8]>::to_vec).collect()).await;
-        let mut resp = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+        let mut resp = get(&url).await.unwrap();
         assert_eq!(resp.status, 200);
         assert_eq!(resp.body.read_to_end(10).await.unwrap().unwrap(), b"ok");
     }
@@ -402,13 +400,7 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\n\ndata: first\n\n".to_vec(),
         ])
         .await;
-        let err = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url).await.unwrap_err();
         assert!(err.contains("bare LF"), "{err}");
 
         for head in [
@@ -432,13 +424,7 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\ndata: a\n\n\r\n9\ndata: b\n\n\r\n".to_vec(),
         ])
         .await;
-        let mut resp = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+        let mut resp = get(&url).await.unwrap();
         let first = resp.body.next_bytes().await.unwrap().unwrap();
         assert_eq!(&first[..], b"data: a\n\n");
         let err = resp.body.next_bytes().await.unwrap_err();
@@ -455,13 +441,7 @@ mod tests {
         ]
         .concat();
         let url = serve_once(vec![flood]).await;
-        let mut resp = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+        let mut resp = get(&url).await.unwrap();
         let err = resp.body.read_to_end(1024).await.unwrap_err();
         assert!(err.contains("trailers over their bound"), "{err}");
     }
@@ -474,23 +454,11 @@ mod tests {
         ]
         .concat();
         let url = serve_once(vec![huge_head]).await;
-        let err = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url).await.unwrap_err();
         assert!(err.contains("head over"), "{err}");
 
         let url = serve_once(vec![b"garbage\r\n\r\n".to_vec()]).await;
-        let err = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url).await.unwrap_err();
         assert!(err.contains("malformed"), "{err}");
 
         // The connection ends inside a chunk: an error, not a short body.
@@ -498,13 +466,7 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc".to_vec(),
         ])
         .await;
-        let mut resp = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+        let mut resp = get(&url).await.unwrap();
         let err = resp.body.read_to_end(1024).await.unwrap_err();
         assert!(err.contains("closed before the body ended"), "{err}");
 
@@ -514,13 +476,7 @@ mod tests {
             vec![b'x'; 100],
         ])
         .await;
-        let mut resp = send(
-            &request(&url),
-            AgentTls::default_trust(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+        let mut resp = get(&url).await.unwrap();
         assert_eq!(resp.body.read_to_end(10).await.unwrap(), None);
     }
 }

@@ -21,16 +21,6 @@ const CALLER_AUD: &str = "agui-a2a-gateway";
 /// An inbound API key (a caller without a JWT). TEST-ONLY.
 const API_KEY: &str = "e2e-api-key-0123456789";
 
-/// The claims of a JWT, unverified.
-fn claims(token: &str) -> Value {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1).expect("a JWT");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
-}
-
 fn unix_now() -> u64 {
     jsonwebtoken::get_current_timestamp()
 }

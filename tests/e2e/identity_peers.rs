@@ -15,16 +15,6 @@ use crate::support::{root, wait_until};
 /// The audience the agents of these tests want in a token.
 const AUD: &str = "https://agent.e2e.test";
 
-/// The claims of a JWT, unverified (the peers verify; this only reads what they issued).
-fn claims(token: &str) -> Value {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1).expect("a JWT");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
-}
-
 /// A caller's JWT for `sub`, signed with a TEST-ONLY key of `fixtures/auth/` (what the
 /// gateway's inbound auth accepts, and what it exchanges).
 fn caller_jwt(pem: &str, kid: &str, sub: &str) -> String {

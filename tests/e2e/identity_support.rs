@@ -13,6 +13,16 @@ use crate::pki::{CertKey, Pki};
 use crate::support::{require, root, spawn_ready};
 
 /// The OAuth server's default client id (`--client-id`).
+/// The claims of a JWT, unverified (the peers verify; tests only read what they issued).
+pub fn claims(token: &str) -> Value {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
 pub const CLIENT_ID: &str = "agui-gateway";
 /// The client secret the helpers configure (`--client-secret`). TEST-ONLY.
 pub const CLIENT_SECRET: &str = "e2e-client-secret-3f9a";
