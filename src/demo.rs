@@ -696,26 +696,6 @@ mod tests {
             .collect()
     }
 
-    /// A CA and a server certificate for 127.0.0.1 it signs (DER), and the server's key.
-    pub(super) fn test_pki() -> (
-        rustls_pki_types::CertificateDer<'static>,
-        rustls_pki_types::CertificateDer<'static>,
-        rustls_pki_types::PrivateKeyDer<'static>,
-    ) {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let issuer = rcgen::Issuer::new(ca, ca_key);
-        let key = rcgen::KeyPair::generate().unwrap();
-        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-            .unwrap()
-            .signed_by(&key, &issuer)
-            .unwrap();
-        let private = rustls_pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
-        (ca_cert.der().clone(), leaf.der().clone(), private)
-    }
-
     fn message(text: &str) -> Value {
         json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}})
     }
@@ -790,7 +770,7 @@ mod tests {
         use crate::a2a::model::{OutgoingMessage, Part, ProtocolVersion, StreamEvent};
         use crate::a2a::tls::{AgentTls, TlsTrust};
         use futures::StreamExt;
-        let (ca, leaf, key) = test_pki();
+        let (ca, leaf, key) = crate::a2a::tls::test_pki();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let tls = tls_config(vec![leaf], key).unwrap();
         let base = spawn_tls(listener, tls).await.unwrap();

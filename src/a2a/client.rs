@@ -19,10 +19,10 @@
 //! [`MAX_ERROR_BODY`] and `timeouts.upstream_call`); URLs in messages lose their userinfo
 //! ([`crate::redact`]).
 //!
-//! Transport: every call is built by reqwest; unary calls and `https://` streams are sent by
-//! it, streams from `http://` upstreams by `a2a::direct` (read in the caller's task; see
-//! its header for why) unless a proxy is configured. Both stream paths share what follows
-//! the head (`Client::events_of`).
+//! Transport: every call is built by reqwest; unary calls are sent by it, streams by
+//! `a2a::direct` (read in the caller's task, over TLS for `https://`; see its header for
+//! why) unless a proxy is configured. Both stream paths share what follows the head
+//! (`Client::events_of`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

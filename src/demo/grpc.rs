@@ -437,7 +437,7 @@ mod tests {
     /// roots, the call fails naming the unknown CA.
     #[tokio::test(flavor = "multi_thread")]
     async fn the_gateway_client_speaks_grpc_over_tls_with_the_agents_trust() {
-        let (ca, leaf, key) = super::super::tests::test_pki();
+        let (ca, leaf, key) = crate::a2a::tls::test_pki();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let tls = super::super::tls_config(vec![leaf], key).unwrap();
         let base = super::super::spawn_tls(listener, tls).await.unwrap();
