@@ -5,8 +5,10 @@
 //! memory per open stream, for quiet streams (`idle S`) and ticking ones (`slow N`); then the
 //! same gateway CPU per A2A event (the flat-out load) and memory per open idle stream over
 //! each A2A binding the demo agent serves — JSON-RPC, HTTP+JSON, gRPC, one agent pinned to
-//! each on the same demo URL — with each figure's ratio to JSON-RPC's. Not a test: nothing
-//! here fails on a number.
+//! each on the same demo URL — with each figure's ratio to JSON-RPC's; and the same over
+//! TLS: JSON-RPC from the demo agent behind TLS with a test CA (the gateway trusting it by
+//! `tls.ca_file`) against plain http from the same process, and memory per open idle
+//! stream over TLS against plain JSON-RPC's. Not a test: nothing here fails on a number.
 //!
 //! `cargo bench --bench gateway`. Env overrides:
 //! - BENCH_EVENTS, BENCH_BYTES: the headline flat-out load `bench N K` (20,000 x 100);
@@ -19,8 +21,9 @@
 //!   concurrent runs and connections; each open stream takes two of the gateway's file
 //!   descriptors (`ulimit -n`) and one of the reader's and the agent's.
 //! - BENCH_GATEWAY_WORKERS: the gateway's tokio worker threads (default: one per core).
-//! - BENCH_BINDING_ROUNDS (5): rounds of the flat-out load per binding, the bindings
-//!   alternating within each round; the idle streams per binding are BENCH_IDLE_STREAMS.
+//! - BENCH_BINDING_ROUNDS (5): rounds of the flat-out load per binding (and per side of
+//!   the TLS comparison), all alternating within each round; the idle streams per binding
+//!   (and over TLS) are BENCH_IDLE_STREAMS.
 //!
 //! The demo agent runs in a process of its own (the release binary with `--demo`), the
 //! gateway in another (the release binary), the readers in this one: the gateway's memory and
@@ -37,8 +40,16 @@
 //! their own, the three bindings alternating within each round on one gateway; its memory
 //! figures from a fresh gateway per binding, the JSON-RPC one being the idle-stream
 //! measurement above.
+//!
+//! TLS: the benchmark makes a CA and a certificate for 127.0.0.1 (rcgen) and starts a second
+//! demo agent process, this benchmark's own binary with [`TLS_DEMO_ARG`], serving the demo
+//! behind TLS (`demo::spawn_tls`, ALPN `h2` and `http/1.1`) and over plain http on two
+//! ports. Both sides of the TLS comparison come from that process, so they differ in TLS
+//! only (the other rows' agent is the gateway binary's `--demo`); their rounds alternate
+//! with the bindings'.
 
 use std::cell::Cell;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -101,14 +112,49 @@ const BINDINGS: [(&str, &str, &str); 3] = [
 /// The default agent: JSON-RPC.
 const AGENT: &str = BINDINGS[0].2;
 
-async fn start_gateway(demo_url: &str) -> Gateway {
+/// The TLS comparison, JSON-RPC on both sides, both from the TLS demo process: as the table
+/// names them, and the agent.
+const TLS_SIDES: [(&str, &str); 2] = [
+    (
+        "JSON-RPC, plain http from the TLS agent's process",
+        "demo-plain",
+    ),
+    ("JSON-RPC over TLS", "demo-tls"),
+];
+
+/// The argument that makes this benchmark's binary the TLS demo agent
+/// ([`serve_tls_demo`]), followed by its certificate and key files (PEM).
+const TLS_DEMO_ARG: &str = "--tls-demo-agent";
+
+/// The upstreams: the demo agent (`--demo`), and the TLS demo process.
+struct Upstreams {
+    demo_url: String,
+    tls: TlsDemo,
+}
+
+/// The demo agent behind TLS and over plain http in one process of its own, and the PEM
+/// file of the CA that signed its certificate.
+struct TlsDemo {
+    process: Gateway,
+    plain_url: String,
+    ca_file: PathBuf,
+}
+
+async fn start_gateway(up: &Upstreams) -> Gateway {
     let port = free_port();
     let config =
         std::env::temp_dir().join(format!("agui-gateway-bench-{}.yaml", std::process::id()));
-    let agents: String = BINDINGS
+    let demo_url = &up.demo_url;
+    let mut agents: String = BINDINGS
         .iter()
         .map(|(_, pin, name)| format!("  - {{name: {name}, url: '{demo_url}', binding: {pin}}}\n"))
         .collect();
+    let [(_, plain), (_, tls)] = TLS_SIDES;
+    let (tls_url, plain_url) = (&up.tls.process.base, &up.tls.plain_url);
+    let ca_file = up.tls.ca_file.display();
+    agents.push_str(&format!(
+        "  - {{name: {plain}, url: '{plain_url}', binding: jsonrpc}}\n  - {{name: {tls}, url: '{tls_url}', binding: jsonrpc, tls: {{ca_file: '{ca_file}'}}}}\n"
+    ));
     std::fs::write(&config, format!("{BENCH_LIMITS}agents:\n{agents}"))
         .expect("write the benchmark config");
     let child = Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
@@ -166,6 +212,91 @@ fn start_demo_agent() -> Gateway {
     // The rest of its log is read and dropped, so it never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
     Gateway { child, base: url }
+}
+
+/// A CA, and a certificate for 127.0.0.1 it signed with its key, as PEM files in `dir`:
+/// (CA, certificate, key).
+fn write_test_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().expect("a CA key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().expect("a server key");
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("server parameters")
+        .signed_by(&key, &issuer)
+        .expect("the server certificate");
+    std::fs::create_dir_all(dir).expect("the benchmark's TLS directory");
+    let files = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    for (path, pem) in [
+        (&files.0, ca_cert.pem()),
+        (&files.1, leaf.pem()),
+        (&files.2, key.serialize_pem()),
+    ] {
+        std::fs::write(path, pem).expect("write a PEM file");
+    }
+    files
+}
+
+/// Starts the TLS demo process (this binary with [`TLS_DEMO_ARG`]): its URLs are the line
+/// it prints.
+fn start_tls_demo() -> TlsDemo {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("agui-gateway-bench-tls-{}", std::process::id()));
+    let (ca_file, cert, key) = write_test_pki(&dir);
+    let mut child = Command::new(std::env::current_exe().expect("this benchmark's binary"))
+        .arg(TLS_DEMO_ARG)
+        .args([&cert, &key])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the TLS demo agent");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("its stdout"))
+        .read_line(&mut line)
+        .expect("the TLS demo agent's URLs");
+    let url = |name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in the TLS demo agent's line {line:?}"))
+            .to_owned()
+    };
+    let (plain_url, tls_url) = (url("plain="), url("tls="));
+    TlsDemo {
+        process: Gateway {
+            child,
+            base: tls_url,
+        },
+        plain_url,
+        ca_file,
+    }
+}
+
+/// The TLS demo process ([`TLS_DEMO_ARG`] `CERT KEY`): the demo agent behind TLS and,
+/// another instance, over plain http, on loopback ports it prints as
+/// `plain=<url> tls=<url>`; then serves until killed.
+async fn serve_tls_demo(cert: &str, key: &str) {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .expect("the demo's certificate");
+    let key = PrivateKeyDer::from_pem_file(key).expect("the demo's key");
+    let tls = demo::tls_config(chain, key).expect("the demo's TLS configuration");
+    let listener = || tokio::net::TcpListener::bind("127.0.0.1:0");
+    let plain = demo::spawn(listener().await.expect("a port"))
+        .await
+        .expect("the plain demo");
+    let secure = demo::spawn_tls(listener().await.expect("a port"), tls)
+        .await
+        .expect("the TLS demo");
+    println!("plain={plain} tls={secure}");
+    std::future::pending::<()>().await;
 }
 
 fn rss_kib(pid: u32, field: &str) -> u64 {
@@ -500,14 +631,14 @@ struct OpenStreams {
 impl OpenStreams {
     async fn measure(
         http: &reqwest::Client,
-        demo_url: &str,
+        upstreams: &Upstreams,
         agent: &str,
         kind: &'static str,
         load: String,
         chunks_per_s_each: f64,
         count: usize,
     ) -> Self {
-        let gw = start_gateway(demo_url).await;
+        let gw = start_gateway(upstreams).await;
         // One short run first, so what a first run sets up once is in the idle figure.
         via_gateway(http, &gw, agent, "bench 10 64", 0).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -592,6 +723,12 @@ impl OpenStreams {
 
 #[tokio::main]
 async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, cert, key, ..] = &args[..] {
+        if flag == TLS_DEMO_ARG {
+            return serve_tls_demo(cert, key).await;
+        }
+    }
     // `cargo test --benches` runs this with `--bench` absent: stay quick there.
     if !std::env::args().any(|a| a == "--bench") {
         println!("benchmark skipped (run `cargo bench --bench gateway`)");
@@ -616,17 +753,26 @@ async fn main() {
 
     let upstream = start_demo_agent();
     let demo_url = upstream.base.clone();
+    let upstreams = Upstreams {
+        demo_url: demo_url.clone(),
+        tls: start_tls_demo(),
+    };
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(2048)
         .tcp_nodelay(true)
         .build()
         .unwrap();
 
-    let (flat, sized, dp, gp, by_binding, peak) = {
-        let gw = start_gateway(&demo_url).await;
+    let (flat, sized, dp, gp, by_binding, by_tls, peak) = {
+        let gw = start_gateway(&upstreams).await;
         // Warm up both paths, then alternate so both see the same machine conditions.
         direct(&http, &demo_url, "bench 500 64", 0).await;
-        for (_, _, agent) in BINDINGS {
+        let tls_agents = TLS_SIDES.map(|(_, agent)| agent);
+        for agent in BINDINGS
+            .map(|(_, _, agent)| agent)
+            .iter()
+            .chain(&tls_agents)
+        {
             via_gateway(&http, &gw, agent, "bench 500 64", 0).await;
         }
         let flat = Paired::run(
@@ -657,10 +803,14 @@ async fn main() {
             dp.iter().chain(&gp).all(|s| s.events == paced_n),
             "every paced event arrives"
         );
-        // The flat-out load once per binding per round, the bindings alternating.
+        // The flat-out load once per binding and per side of the TLS comparison per round,
+        // all alternating.
         let mut by_binding: Vec<Vec<Sample>> = BINDINGS.iter().map(|_| Vec::new()).collect();
+        let mut by_tls: Vec<Vec<Sample>> = TLS_SIDES.iter().map(|_| Vec::new()).collect();
         for round in 0..binding_rounds {
-            for (samples, (_, _, agent)) in by_binding.iter_mut().zip(BINDINGS) {
+            let bindings = by_binding.iter_mut().zip(BINDINGS.map(|(_, _, a)| a));
+            let tls_sides = by_tls.iter_mut().zip(tls_agents);
+            for (samples, agent) in bindings.chain(tls_sides) {
                 let sample = via_gateway(&http, &gw, agent, &flat.load, 2_000 + round).await;
                 assert_eq!(
                     sample.events, n,
@@ -670,19 +820,22 @@ async fn main() {
                 samples.push(sample);
             }
         }
-        (flat, sized, dp, gp, by_binding, rss_kib(gw.pid(), "VmHWM:"))
+        let peak = rss_kib(gw.pid(), "VmHWM:");
+        (flat, sized, dp, gp, by_binding, by_tls, peak)
     };
     // `idle S` sends nothing after its working status; `slow N` ticks every 100 ms. Both
     // outlast the measurement, which then closes its connections.
     let (idle_load, slow_load) = ("idle 120".to_owned(), "slow 1200".to_owned());
     let idle_of = |agent| {
-        let (http, demo_url, load) = (&http, &demo_url, idle_load.clone());
-        async move { OpenStreams::measure(http, demo_url, agent, "idle", load, 0.0, idle_streams).await }
+        let (http, upstreams, load) = (&http, &upstreams, idle_load.clone());
+        async move {
+            OpenStreams::measure(http, upstreams, agent, "idle", load, 0.0, idle_streams).await
+        }
     };
     let idle = idle_of(AGENT).await;
     let ticking = OpenStreams::measure(
         &http,
-        &demo_url,
+        &upstreams,
         AGENT,
         "ticking",
         slow_load,
@@ -694,6 +847,7 @@ async fn main() {
     for (_, _, agent) in &BINDINGS[1..] {
         idle_by_binding.push(idle_of(agent).await.per_stream_kib());
     }
+    let idle_tls = idle_of(TLS_SIDES[1].1).await.per_stream_kib();
 
     let (ds, gs) = (summarize(&flat.direct), summarize(&flat.gateway));
     let (dps, gps) = (summarize(&dp), summarize(&gp));
@@ -769,17 +923,13 @@ async fn main() {
 
     // The bindings side by side: the same flat-out load, the same idle streams.
     let upstream_per_run = flat.direct[0].frames as f64;
-    let cpu: Vec<f64> = by_binding
-        .iter()
-        .map(|samples| {
-            let ticks: u64 = samples.iter().map(|s| s.cpu_ticks).sum();
-            ticks as f64 / ticks_per_s * 1e6 / (upstream_per_run * samples.len() as f64)
-        })
-        .collect();
-    let last_ms: Vec<f64> = by_binding
-        .iter()
-        .map(|samples| summarize(samples).last_ms)
-        .collect();
+    let cpu_of = |samples: &Vec<Sample>| {
+        let ticks: u64 = samples.iter().map(|s| s.cpu_ticks).sum();
+        ticks as f64 / ticks_per_s * 1e6 / (upstream_per_run * samples.len() as f64)
+    };
+    let last_ms_of = |samples: &Vec<Sample>| summarize(samples).last_ms;
+    let cpu: Vec<f64> = by_binding.iter().map(cpu_of).collect();
+    let last_ms: Vec<f64> = by_binding.iter().map(last_ms_of).collect();
     let versus = |x: f64, base: f64| format!("{:.2}x JSON-RPC", x / base);
     for (i, (label, _, _)) in BINDINGS.iter().enumerate() {
         println!(
@@ -808,5 +958,37 @@ async fn main() {
                 "| memory per open idle stream over {label} (KiB) | - | n/a | not every stream stayed open |"
             ),
         }
+    }
+
+    // TLS against plain http, from the same agent process.
+    let tls_cpu: Vec<f64> = by_tls.iter().map(cpu_of).collect();
+    let tls_last_ms: Vec<f64> = by_tls.iter().map(last_ms_of).collect();
+    let versus_plain = |x: f64, base: f64| format!("{:.2}x plain http", x / base);
+    for (i, (label, _)) in TLS_SIDES.iter().enumerate() {
+        println!(
+            "| gateway CPU per A2A event over {label}, `{flat_load}`, {binding_rounds} rounds (us) | - | {:.2} | {} |",
+            tls_cpu[i],
+            versus_plain(tls_cpu[i], tls_cpu[0])
+        );
+    }
+    for (i, (label, _)) in TLS_SIDES.iter().enumerate() {
+        println!(
+            "| time to last event over {label}, `{flat_load}` (ms) | - | {:.1} | {} |",
+            tls_last_ms[i],
+            versus_plain(tls_last_ms[i], tls_last_ms[0])
+        );
+    }
+    let label = TLS_SIDES[1].0;
+    match (idle_tls, idle_by_binding[0]) {
+        (Some(kib), Some(base)) => println!(
+            "| memory per open idle stream over {label}, {idle_streams} streams (KiB) | - | {kib:.1} | {} |",
+            versus(kib, base)
+        ),
+        (Some(kib), None) => println!(
+            "| memory per open idle stream over {label}, {idle_streams} streams (KiB) | - | {kib:.1} | |"
+        ),
+        (None, _) => println!(
+            "| memory per open idle stream over {label} (KiB) | - | n/a | not every stream stayed open |"
+        ),
     }
 }

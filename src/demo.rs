@@ -19,12 +19,15 @@
 //! One port: hyper-util's auto server tells HTTP/2 with prior knowledge (gRPC) from
 //! HTTP/1.1 (the card, JSON-RPC, HTTP+JSON) by a connection's first bytes, and one router
 //! serves both. So every interface the card lists has the card's origin, as the gateway
-//! requires of card URLs.
+//! requires of card URLs. [`spawn_tls`] serves the same behind TLS ([`tls_config`]: ALPN
+//! `h2` and `http/1.1`, so every binding works), its card listing `https://` interfaces:
+//! an agent behind a private CA, for tests and the benchmark.
 //!
 //! Invariants: memory is bounded whatever callers send (each bound is written once, where it
 //! is named here):
 //! - a request body, and a gRPC request message, is at most `MAX_REQUEST_BYTES`;
-//! - a connection's first byte comes within `HEAD_TIMEOUT`, an HTTP/1.1 head within it too;
+//! - a connection's first byte comes within `HEAD_TIMEOUT`, a TLS handshake and an HTTP/1.1
+//!   head each within it too;
 //!   HTTP/2 has hyper's bounds (16 KiB of headers, 1 MiB flow-control windows, reset-flood
 //!   limits) and at most `store::Limits::DEFAULT.live_tasks` concurrent streams per
 //!   connection (a gRPC client multiplexes all its streams on one; the live-task cap bounds
@@ -575,14 +578,49 @@ pub async fn spawn(listener: tokio::net::TcpListener) -> std::io::Result<String>
     let addr: SocketAddr = listener.local_addr()?;
     let base = format!("http://{addr}/");
     let app = router(base.clone());
-    tokio::spawn(serve(listener, app));
+    tokio::spawn(serve(listener, app, None));
     Ok(base)
 }
 
-/// Accepts connections and serves each as HTTP/1.1 or HTTP/2 (prior knowledge), told by its
-/// first bytes; with `TCP_NODELAY`: SSE frames and gRPC messages are small, and Nagle's
-/// algorithm with delayed ACKs would hold each one back by up to ~40 ms.
-async fn serve(listener: tokio::net::TcpListener, app: Router) {
+/// The demo's TLS server configuration: the certificate `chain` and its `key`, ALPN `h2`
+/// (gRPC, and HTTP/2 for the JSON bindings where a client offers it) and `http/1.1`.
+pub fn tls_config(
+    chain: Vec<rustls_pki_types::CertificateDer<'static>>,
+    key: rustls_pki_types::PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serves the demo agent behind TLS with `tls` (as [`tls_config`] makes it) on `listener`
+/// until the process ends; returns its base URL, `https://`, which the card lists for
+/// every interface.
+pub async fn spawn_tls(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+) -> std::io::Result<String> {
+    let addr: SocketAddr = listener.local_addr()?;
+    let base = format!("https://{addr}/");
+    let app = router(base.clone());
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    tokio::spawn(serve(listener, app, Some(acceptor)));
+    Ok(base)
+}
+
+/// Accepts connections (behind TLS with `tls`) and serves each as HTTP/1.1 or HTTP/2, told
+/// by its first bytes (over TLS too, whatever ALPN chose); with `TCP_NODELAY`: SSE frames
+/// and gRPC messages are small, and Nagle's algorithm with delayed ACKs would hold each one
+/// back by up to ~40 ms. The TLS handshake is bounded by `HEAD_TIMEOUT` too.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     use hyper_util::server::conn::auto;
     let mut server = auto::Builder::new(TokioExecutor::new());
@@ -605,7 +643,7 @@ async fn serve(listener: tokio::net::TcpListener, app: Router) {
             }
         };
         let _ = tcp.set_nodelay(true);
-        let (server, app) = (server.clone(), app.clone());
+        let (server, app, tls) = (server.clone(), app.clone(), tls.clone());
         tokio::spawn(async move {
             // Nothing is read (no version told, no head timed) until a first byte comes.
             match tokio::time::timeout(HEAD_TIMEOUT, tcp.peek(&mut [0; 1])).await {
@@ -613,8 +651,17 @@ async fn serve(listener: tokio::net::TcpListener, app: Router) {
                 _ => return,
             }
             let service = hyper_util::service::TowerToHyperService::new(app);
+            let Some(tls) = tls else {
+                let _ = server
+                    .serve_connection_with_upgrades(TokioIo::new(tcp), service)
+                    .await;
+                return;
+            };
+            let Ok(Ok(tls)) = tokio::time::timeout(HEAD_TIMEOUT, tls.accept(tcp)).await else {
+                return;
+            };
             let _ = server
-                .serve_connection_with_upgrades(TokioIo::new(tcp), service)
+                .serve_connection_with_upgrades(TokioIo::new(tls), service)
                 .await;
         });
     }
@@ -711,6 +758,82 @@ mod tests {
         for s in Scenario::catalogue() {
             assert!(description.contains(s.usage()), "{description} lacks {s}");
         }
+    }
+
+    /// Behind TLS (`spawn_tls`): the card, read trusting the test's CA, lists every
+    /// interface at its `https://` origin and comes over HTTP/2 where the client offers it
+    /// (ALPN); the gateway's client streams over JSON-RPC (its own reader over TLS, ALPN
+    /// `http/1.1`) and sends over HTTP+JSON. (gRPC over TLS: `grpc::tests`.)
+    #[tokio::test(flavor = "multi_thread")]
+    async fn behind_tls_the_card_is_https_and_the_json_bindings_serve() {
+        use crate::a2a::client::{Client, Endpoint};
+        use crate::a2a::model::{OutgoingMessage, Part, ProtocolVersion, StreamEvent};
+        use crate::a2a::tls::{AgentTls, TlsTrust};
+        use futures::StreamExt;
+        let (ca, leaf, key) = crate::a2a::tls::test_pki();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tls = tls_config(vec![leaf], key).unwrap();
+        let base = spawn_tls(listener, tls).await.unwrap();
+        assert!(base.starts_with("https://127.0.0.1:"), "{base}");
+        let trust = AgentTls::new(&TlsTrust {
+            extra_roots: vec![ca],
+            ..Default::default()
+        })
+        .unwrap();
+        let http = trust.reqwest(reqwest::Client::builder()).build().unwrap();
+        let resp = http
+            .get(format!("{base}.well-known/agent-card.json"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+        let card: Value = resp.json().await.unwrap();
+        let urls: Vec<&str> = card["supportedInterfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["url"].as_str().unwrap())
+            .collect();
+        assert_eq!(urls, [base.as_str(); 4]);
+
+        let client = |binding| {
+            let endpoint = Endpoint {
+                binding,
+                ..Endpoint::json_rpc(
+                    base.parse().unwrap(),
+                    ProtocolVersion::V1,
+                    Default::default(),
+                )
+            };
+            Client::new(http.clone(), endpoint, 1 << 20, Duration::from_secs(10))
+                .with_tls(trust.clone())
+                .with_direct_streams(Duration::from_secs(10))
+        };
+        let message = |text: &str| OutgoingMessage {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            parts: vec![Part::text(text)],
+            ..Default::default()
+        };
+        let events: Vec<StreamEvent> = client(Binding::JsonRpc)
+            .stream_message(&message("echo over tls"), None)
+            .await
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        let Some(StreamEvent::StatusUpdate(last)) = events.last() else {
+            panic!("{events:?}")
+        };
+        assert_eq!(last.status.state, TaskState::Completed);
+        assert_eq!(last.status.message.as_ref().unwrap().text(), "over tls");
+        let sent = client(Binding::HttpJson)
+            .send_message(&message("approve"), None, None)
+            .await
+            .unwrap();
+        let StreamEvent::Task(task) = sent else {
+            panic!("{sent:?}")
+        };
+        assert_eq!(task.status.state, TaskState::InputRequired);
     }
 
     #[tokio::test]

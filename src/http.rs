@@ -319,15 +319,8 @@ async fn check_ownership(
     let Some(task_id) = plan.task_id() else {
         return Ok(());
     };
-    // The task's context, from the upstream (bounded by `timeouts.upstream_call`); a task
-    // the upstream cannot show is left to the run, which reports it in the stream.
-    let Ok(upstream) = s.registry.resolve_as(agent, caller).await else {
-        return Ok(());
-    };
-    let Ok(task) = upstream.client.get_task(task_id, Some(0)).await else {
-        return Ok(());
-    };
-    let Some(context_id) = task.context_id.map(ContextId::new) else {
+    // Boxed: only a run naming a task asks the upstream, and the call's state is KiBs.
+    let Some(context_id) = Box::pin(task_context(s, agent, caller, task_id)).await else {
         return Ok(());
     };
     // No ownership record (a forgotten one: memory store restarted, TTL elapsed): the
@@ -344,6 +337,22 @@ async fn check_ownership(
     } else {
         Err(RequestError::UnknownThread)
     }
+}
+
+/// The context of the task `task_id`, from the upstream (bounded by
+/// `timeouts.upstream_call`); `None` for a task the upstream cannot show (left to the run,
+/// which reports it in the stream).
+async fn task_context(
+    s: &AppState,
+    agent: &Agent,
+    caller: &Caller,
+    task_id: &str,
+) -> Option<ContextId> {
+    // The task's context, from the upstream (bounded by `timeouts.upstream_call`); a task
+    // the upstream cannot show is left to the run, which reports it in the stream.
+    let upstream = s.registry.resolve_as(agent, caller).await.ok()?;
+    let task = upstream.client.get_task(task_id, Some(0)).await.ok()?;
+    task.context_id.map(ContextId::new)
 }
 
 /// `POST /agents/{name}`: an AG-UI run.

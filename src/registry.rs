@@ -429,11 +429,12 @@ impl Registry {
             .collect()
     }
 
-    /// The agent's resolution, reading the card now if it never was.
+    /// The agent's resolution, reading the card now if it never was (boxed: every run
+    /// resolves, almost always from what was read, and a card read's state is several KiB).
     pub async fn resolve(&self, agent: &Agent) -> Result<Arc<Resolved>, String> {
         match agent.resolved() {
             Some(r) => Ok(r),
-            None => self.refresh(agent).await,
+            None => Box::pin(self.refresh(agent)).await,
         }
     }
 
@@ -740,6 +741,25 @@ mod tests {
             serde_json::to_string(&agent.detail()).unwrap(),
             before.to_string()
         );
+    }
+
+    /// Every run resolves its agent, almost always from the card read before: that must
+    /// not hold a card read's state (docs/performance.md, memory per open stream).
+    #[test]
+    fn resolving_holds_no_card_read() {
+        let settings = crate::config::settings(
+            Default::default(),
+            crate::config::Overrides {
+                agents: vec!["a=http://127.0.0.1:9/".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .agents;
+        let registry = Registry::new(settings, REFRESH_INTERVAL, REFRESH_INTERVAL, 1024).unwrap();
+        let agent = registry.get("a").unwrap();
+        let size = size_of_val(&registry.resolve(&agent));
+        assert!(size <= 256, "{size} bytes");
     }
 
     /// An agent whose card resolved to `binding`, `version` and `tenant`.

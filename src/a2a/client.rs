@@ -19,10 +19,10 @@
 //! [`MAX_ERROR_BODY`] and `timeouts.upstream_call`); URLs in messages lose their userinfo
 //! ([`crate::redact`]).
 //!
-//! Transport: every call is built by reqwest; unary calls and `https://` streams are sent by
-//! it, streams from `http://` upstreams by `a2a::direct` (read in the caller's task; see
-//! its header for why) unless a proxy is configured. Both stream paths share what follows
-//! the head (`Client::events_of`).
+//! Transport: every call is built by reqwest; unary calls are sent by it, streams by
+//! `a2a::direct` (read in the caller's task, over TLS for `https://`; see its header for
+//! why) unless a proxy is configured. Both stream paths share what follows the head
+//! (`Client::events_of`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -544,10 +544,12 @@ impl Client {
         let client = self.for_message(msg);
         // The head may come with the first event: the caller's `first_event` bounds both.
         if self.endpoint.binding == Binding::Grpc {
-            let opened = client.grpc_stream(method, None, |call| {
-                call.stream_message(msg, history_length)
-            });
-            return client.observed_stream(method, opened).await;
+            let opened = client
+                .grpc_stream(method, None, |call| {
+                    call.stream_message(msg, history_length)
+                })
+                .await;
+            return client.observed_stream(method, opened);
         }
         let params = self.endpoint.version.send_params(msg, history_length);
         client
@@ -566,8 +568,10 @@ impl Client {
         let method = self.method(Operation::Subscribe, "SubscribeToTask")?;
         if self.endpoint.binding == Binding::Grpc {
             let timeout = Some(self.call_timeout);
-            let opened = self.grpc_stream(method, timeout, |call| call.subscribe(task_id));
-            return self.observed_stream(method, opened).await;
+            let opened = self
+                .grpc_stream(method, timeout, |call| call.subscribe(task_id))
+                .await;
+            return self.observed_stream(method, opened);
         }
         let params = serde_json::json!({ "id": task_id });
         self.open_stream(
@@ -783,17 +787,20 @@ impl Client {
         params: serde_json::Value,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
-        let opened = self.open_stream_once(op, method, params, head_timeout);
-        self.observed_stream(method, opened).await
+        let opened = self
+            .open_stream_once(op, method, params, head_timeout)
+            .await;
+        self.observed_stream(method, opened)
     }
 
-    /// A stream being opened, its hook told when it ends (or fails to open).
-    async fn observed_stream(
+    /// A stream as opened, its hook told when it ends (or that it failed to open). Takes
+    /// the result, not the opening: a future passed into an async fn and awaited there is
+    /// held twice in its state (memory per open stream, docs/performance.md).
+    fn observed_stream(
         &self,
         method: &'static str,
-        opened: impl std::future::Future<Output = Result<EventStream, ClientError>>,
+        opened: Result<EventStream, ClientError>,
     ) -> Result<EventStream, ClientError> {
-        let opened = opened.await;
         let Some(hook) = &self.on_call else {
             return opened;
         };
@@ -904,15 +911,19 @@ impl Client {
     where
         F: std::future::Future<Output = Result<T, ClientError>>,
     {
-        let timeout = timeout.unwrap_or(self.call_timeout);
-        let result = self
-            .call_traced(method, |trace| async move {
-                let call = send(self.grpc_call(trace, Some(timeout)));
-                head_within(Some(timeout), call).await?
-            })
-            .await;
-        self.observe(method, result.is_ok());
-        result
+        // Boxed, as in `grpc_stream`.
+        Box::pin(async move {
+            let timeout = timeout.unwrap_or(self.call_timeout);
+            let result = self
+                .call_traced(method, |trace| async move {
+                    let call = send(self.grpc_call(trace, Some(timeout)));
+                    head_within(Some(timeout), call).await?
+                })
+                .await;
+            self.observe(method, result.is_ok());
+            result
+        })
+        .await
     }
 
     /// A gRPC server stream; its first answer within `head_timeout` when bounded.
@@ -925,9 +936,12 @@ impl Client {
     where
         F: std::future::Future<Output = Result<EventStream, ClientError>>,
     {
-        self.call_traced(method, |trace| async move {
+        // Boxed: an operation's future holds every binding's branch, so a JSON binding's
+        // call (a run's stream opening among them) would otherwise carry a gRPC call's
+        // state, several KiB (memory per open stream, docs/performance.md).
+        Box::pin(self.call_traced(method, |trace| async move {
             head_within(head_timeout, open(self.grpc_call(trace, None))).await?
-        })
+        }))
         .await
     }
 }
@@ -937,16 +951,18 @@ fn is_event_stream(content_type: Option<&str>) -> bool {
     content_type.is_some_and(|ct| ct.starts_with("text/event-stream"))
 }
 
-/// Awaits a response head, within `bound` if there is one.
-async fn head_within<T>(
+/// Awaits a response head, within `bound` if there is one. Not an async fn: that would
+/// hold `head` twice, as its argument and as what it awaits.
+fn head_within<T>(
     bound: Option<Duration>,
     head: impl std::future::Future<Output = T>,
-) -> Result<T, ClientError> {
+) -> impl std::future::Future<Output = Result<T, ClientError>> {
+    use futures::future::{Either, FutureExt};
     match bound {
-        Some(t) => tokio::time::timeout(t, head)
-            .await
-            .map_err(|_| ClientError::Timeout(t)),
-        None => Ok(head.await),
+        Some(t) => Either::Left(
+            tokio::time::timeout(t, head).map(move |r| r.map_err(|_| ClientError::Timeout(t))),
+        ),
+        None => Either::Right(head.map(Ok)),
     }
 }
 
@@ -1268,5 +1284,30 @@ mod tests {
             }
         }
         traces.shutdown();
+    }
+
+    /// A run holds its stream's opening, and a pick-up's `ListTasks`, while they take: a
+    /// JSON binding's call must not carry a gRPC call's state nor hold a future twice (1,000
+    /// streams opening at once each held 18 KiB for the opening alone; docs/performance.md).
+    #[test]
+    fn a_json_bindings_calls_hold_no_grpc_state() {
+        const BOUND: usize = 6 * 1024;
+        let c = client(ProtocolVersion::V1);
+        let msg = OutgoingMessage::default();
+        let sizes = [
+            ("stream_message", size_of_val(&c.stream_message(&msg, None))),
+            ("subscribe", size_of_val(&c.subscribe("t"))),
+            (
+                "send_message",
+                size_of_val(&c.send_message(&msg, None, None)),
+            ),
+            (
+                "list_tasks_paged",
+                size_of_val(&c.list_tasks_paged(None, 1, 1, 1, true)),
+            ),
+        ];
+        for (call, size) in sizes {
+            assert!(size <= BOUND, "{call}: {size} bytes");
+        }
     }
 }

@@ -1,17 +1,20 @@
 //! A plain-HTTP/1.1 transport for upstream *streams* (`SendStreamingMessage`,
-//! `SubscribeToTask`) to `http://` upstreams: the request reqwest built, sent over a TCP
-//! connection that the run's own task reads.
+//! `SubscribeToTask`) to `http://` and `https://` upstreams: the request reqwest built, sent
+//! over a TCP connection (TLS with the agent's configuration, `super::tls`) that the run's
+//! own task reads.
 //!
 //! Why not reqwest/hyper here (measured, docs/performance.md): hyper's client reads the
 //! connection in a task of its own and hands the body on through a one-chunk channel, so
 //! every A2A event (servers write one HTTP chunk per SSE event) costs two task wake-ups
 //! across threads; and each connection holds a request channel block (10 KiB) and two 8 KiB
 //! buffers for the whole stream. Here the run's task reads the socket itself, all the events
-//! one read brought are decoded in one go, and a stream holds one small read buffer.
+//! one read brought are decoded in one go, and a stream holds one small read buffer. Over TLS
+//! the same: rustls is read directly ([`read_tls`]), every record a read brings decrypted in
+//! one go, no buffer of ours held while a stream is quiet.
 //!
-//! Scope: `http://` URLs when no proxy is configured in the environment (see
-//! [`proxy_configured`]); `https://` and proxied upstreams stream through reqwest. Unary
-//! calls always go through reqwest.
+//! Scope: `http://` and `https://` URLs when no proxy is configured in the environment (see
+//! [`proxy_configured`]); proxied upstreams stream through reqwest. Unary calls always go
+//! through reqwest.
 //!
 //! Hostile upstreams (docs/design.md#9-reliability-and-limits): connecting is bounded by
 //! `timeouts.connect`, the response
@@ -23,10 +26,10 @@
 //! handed on, and names itself ("a malformed chunked body: ..."). Nothing the upstream sends
 //! is echoed in errors.
 
+use std::io::ErrorKind;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWriteExt;
 
 use super::tls::{AgentTls, Alpn, Connection};
@@ -37,12 +40,19 @@ use crate::http1::{self, decode, Framing, MAX_HEADERS, MAX_HEAD_BYTES};
 const FIRST_READ_BUFFER: usize = 4 * 1024;
 const MAX_READ_BUFFER: usize = 256 * 1024;
 
-/// True if the environment configures a proxy reqwest would use for `http://` URLs (then
-/// streams go through reqwest, which honours it).
+/// True if the environment configures a proxy reqwest would use for `http://` or `https://`
+/// URLs (then streams go through reqwest, which honours it).
 pub(crate) fn proxy_configured() -> bool {
-    ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
-        .iter()
-        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+    [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .iter()
+    .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
 }
 
 /// A response head and the connection its body is read from.
@@ -216,18 +226,9 @@ async fn read_more(
     buf: &mut Vec<u8>,
     read_size: &mut usize,
 ) -> Result<usize, String> {
-    let broke = |e: std::io::Error| format!("the connection broke: {e}");
     let tcp = match io {
         Connection::Plain(tcp) => tcp,
-        // TLS may hold decrypted bytes the socket no longer signals: read through rustls,
-        // with the room reserved while it waits.
-        Connection::Tls(tls) => {
-            buf.reserve(*read_size);
-            let room = buf.capacity() - buf.len();
-            let n = tls.read_buf(buf).await.map_err(broke)?;
-            adapt_read_size(read_size, n, room);
-            return Ok(n);
-        }
+        Connection::Tls(tls) => return read_tls(tls, buf, read_size).await,
     };
     let (n, room) = loop {
         tcp.readable().await.map_err(broke)?;
@@ -245,6 +246,119 @@ async fn read_more(
     };
     adapt_read_size(read_size, n, room);
     Ok(n)
+}
+
+/// [`read_more`] over TLS: what rustls has decrypted, else, once the socket is readable,
+/// every record it brings (up to `read_size` bytes of them), decrypted into `buf` in one go.
+/// Room is made only for decrypted bytes, so a quiet stream holds no buffer of ours while
+/// it waits (rustls keeps its own record buffer, 4 KiB). tokio-rustls's reader is not used:
+/// it needs room before it waits, and hands on one record per read.
+async fn read_tls(
+    tls: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    buf: &mut Vec<u8>,
+    read_size: &mut usize,
+) -> Result<usize, String> {
+    let (tcp, conn) = tls.get_mut();
+    let mut n = 0;
+    loop {
+        // An unclean close after decrypted bytes is told at the next read.
+        match take_plaintext(conn, buf) {
+            Ok(Plaintext::Moved(moved)) => n += moved,
+            Ok(Plaintext::Waiting) => {}
+            Ok(Plaintext::Closed) => break,
+            Err(_) if n > 0 => break,
+            Err(e) => return Err(broke(e)),
+        }
+        if n >= *read_size {
+            break;
+        }
+        if n == 0 {
+            tcp.readable().await.map_err(broke)?;
+        }
+        // At the connection's end too (0 bytes): rustls notes it, `take_plaintext` tells.
+        match conn.read_tls(&mut TryRead(tcp)) {
+            Ok(_) => {
+                let processed = conn.process_new_packets();
+                // What rustls has to say back (an alert, a key update), best effort.
+                if conn.wants_write() {
+                    let _ = conn.write_tls(&mut TryWrite(tcp));
+                }
+                processed.map_err(|e| broke(std::io::Error::new(ErrorKind::InvalidData, e)))?;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if n > 0 {
+                    break;
+                }
+            }
+            Err(e) => return Err(broke(e)),
+        }
+    }
+    adapt_read_size(read_size, n, *read_size);
+    Ok(n)
+}
+
+/// What [`take_plaintext`] found.
+enum Plaintext {
+    /// This many decrypted bytes, moved into the buffer (never 0).
+    Moved(usize),
+    /// None yet.
+    Waiting,
+    /// None, and the peer closed the connection cleanly (close_notify).
+    Closed,
+}
+
+/// Moves every decrypted byte rustls holds into `buf`. An unclean close (the connection
+/// ended without close_notify) is an error once no decrypted byte is left.
+fn take_plaintext(
+    conn: &mut rustls::ClientConnection,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Plaintext> {
+    use std::io::BufRead;
+    let mut moved = 0;
+    loop {
+        let found = match conn.reader().into_first_chunk() {
+            Ok([]) if moved == 0 => return Ok(Plaintext::Closed),
+            Ok([]) => break,
+            Ok(chunk) => {
+                buf.extend_from_slice(chunk);
+                chunk.len()
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock && moved == 0 => {
+                return Ok(Plaintext::Waiting)
+            }
+            Err(_) if moved > 0 => break,
+            Err(e) => return Err(e),
+        };
+        conn.reader().consume(found);
+        moved += found;
+    }
+    Ok(Plaintext::Moved(moved))
+}
+
+/// rustls reading the socket without waiting (`WouldBlock` when it has nothing).
+struct TryRead<'a>(&'a tokio::net::TcpStream);
+
+impl std::io::Read for TryRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+/// rustls writing the socket without waiting.
+struct TryWrite<'a>(&'a tokio::net::TcpStream);
+
+impl std::io::Write for TryWrite<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn broke(e: std::io::Error) -> String {
+    format!("the connection broke: {e}")
 }
 
 /// The next read's size after a read of `n` bytes into `room`.
@@ -444,6 +558,54 @@ mod tests {
         let mut resp = get(&url).await.unwrap();
         let err = resp.body.read_to_end(1024).await.unwrap_err();
         assert!(err.contains("trailers over their bound"), "{err}");
+    }
+
+    /// Over TLS as over plain TCP: one read takes every record the socket brought, all
+    /// decrypted (a server writes one record per SSE event), and a quiet stream holds no
+    /// buffer of ours while it waits (memory per open stream, docs/performance.md).
+    #[tokio::test]
+    async fn a_tls_read_takes_every_record_and_a_quiet_stream_holds_no_buffer() {
+        use futures::FutureExt;
+        use tokio::sync::oneshot;
+        let (ca, leaf, key) = crate::a2a::tls::test_pki();
+        let acceptor =
+            tokio_rustls::TlsAcceptor::from(crate::demo::tls_config(vec![leaf], key).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}/rpc", listener.local_addr().unwrap());
+        let (go, go_rx) = oneshot::channel::<()>();
+        let (written, written_rx) = oneshot::channel::<()>();
+        let frame = b"9\r\ndata: a\n\n\r\n";
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut io = acceptor.accept(tcp).await.unwrap();
+            let mut request = vec![0; 4096];
+            let _ = io.read(&mut request).await;
+            let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+            io.write_all(head).await.unwrap();
+            let _ = go_rx.await;
+            // One TLS record per write.
+            for _ in 0..40 {
+                io.write_all(frame).await.unwrap();
+            }
+            io.flush().await.unwrap();
+            let _ = written.send(());
+            let _ = io.read(&mut request).await;
+        });
+        let tls = AgentTls::new(&crate::a2a::tls::TlsTrust {
+            extra_roots: vec![ca],
+            ..Default::default()
+        })
+        .unwrap();
+        let mut resp = send(&request(&url), &tls, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(resp.status, 200);
+        go.send(()).unwrap();
+        written_rx.await.unwrap();
+        let bytes = resp.body.next_bytes().await.unwrap().unwrap();
+        assert_eq!(String::from_utf8_lossy(&bytes), "data: a\n\n".repeat(40));
+        assert!(resp.body.next_bytes().now_or_never().is_none(), "quiet");
+        assert_eq!(resp.body.buf.capacity(), 0, "no room held while quiet");
     }
 
     #[tokio::test]

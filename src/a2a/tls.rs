@@ -451,6 +451,28 @@ fn reason(e: &rustls::Error) -> String {
     }
 }
 
+/// For tests: a CA and a server certificate for 127.0.0.1 it signs (DER), and the
+/// server's key.
+#[cfg(test)]
+pub(crate) fn test_pki() -> (
+    rustls_pki_types::CertificateDer<'static>,
+    rustls_pki_types::CertificateDer<'static>,
+    rustls_pki_types::PrivateKeyDer<'static>,
+) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let private = rustls_pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+    (ca_cert.der().clone(), leaf.der().clone(), private)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

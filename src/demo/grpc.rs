@@ -432,88 +432,15 @@ mod tests {
         }
     }
 
-    /// A CA and a server certificate for 127.0.0.1 it signs (DER), and the server's key.
-    fn test_pki() -> (
-        rustls_pki_types::CertificateDer<'static>,
-        rustls_pki_types::CertificateDer<'static>,
-        rustls_pki_types::PrivateKeyDer<'static>,
-    ) {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let issuer = rcgen::Issuer::new(ca, ca_key);
-        let key = rcgen::KeyPair::generate().unwrap();
-        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-            .unwrap()
-            .signed_by(&key, &issuer)
-            .unwrap();
-        let private = rustls_pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
-        (ca_cert.der().clone(), leaf.der().clone(), private)
-    }
-
-    /// The demo behind a TLS acceptor offering `h2` and `http/1.1` with a certificate the
-    /// test's CA signs: its `https://` base URL and the trust that reaches it.
-    async fn tls_demo() -> (String, crate::a2a::tls::TlsTrust) {
-        use hyper_util::rt::{TokioExecutor, TokioIo};
-        let (ca, leaf, key) = test_pki();
-        let mut server = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf], key)
-        .unwrap();
-        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("https://{}/", listener.local_addr().unwrap());
-        let app = super::super::router(base.clone());
-        tokio::spawn(async move {
-            loop {
-                let (tcp, _) = listener.accept().await.unwrap();
-                let (acceptor, app) = (acceptor.clone(), app.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper_util::service::TowerToHyperService::new(app);
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
-                });
-            }
-        });
-        let trust = crate::a2a::tls::TlsTrust {
-            extra_roots: vec![ca],
-            ..Default::default()
-        };
-        (base, trust)
-    }
-
-    /// Unary calls and the card go over HTTP/2 where the agent offers it (ALPN), with the
-    /// agent's TLS in reqwest.
-    #[tokio::test(flavor = "multi_thread")]
-    async fn reqwest_speaks_http2_to_an_agent_that_offers_it() {
-        let (base, trust) = tls_demo().await;
-        let tls = crate::a2a::tls::AgentTls::new(&trust).unwrap();
-        let http = tls.reqwest(reqwest::Client::builder()).build().unwrap();
-        let card = http
-            .get(format!("{base}.well-known/agent-card.json"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(card.version(), reqwest::Version::HTTP_2);
-        assert!(card.status().is_success());
-    }
-
-    /// gRPC over TLS (ALPN `h2`): the demo's service behind a TLS acceptor, the gateway's
-    /// client trusting the test's CA (`tls.ca_file`) streams through it; trusting only the
-    /// default roots, the call fails naming the unknown CA.
+    /// gRPC over TLS (ALPN `h2`): the demo behind TLS (`spawn_tls`), the gateway's client
+    /// trusting the test's CA (`tls.ca_file`) streams through it; trusting only the default
+    /// roots, the call fails naming the unknown CA.
     #[tokio::test(flavor = "multi_thread")]
     async fn the_gateway_client_speaks_grpc_over_tls_with_the_agents_trust() {
-        let (base, trust) = tls_demo().await;
+        let (ca, leaf, key) = crate::a2a::tls::test_pki();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tls = super::super::tls_config(vec![leaf], key).unwrap();
+        let base = super::super::spawn_tls(listener, tls).await.unwrap();
         let endpoint = Endpoint {
             binding: Binding::Grpc,
             ..Endpoint::json_rpc(
@@ -532,7 +459,10 @@ mod tests {
             )
             .with_tls(tls)
         };
-        let trusted = client(trust);
+        let trusted = client(crate::a2a::tls::TlsTrust {
+            extra_roots: vec![ca],
+            ..Default::default()
+        });
         let events: Vec<StreamEvent> = trusted
             .stream_message(&message("echo over tls", None), None)
             .await
