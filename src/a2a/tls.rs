@@ -76,16 +76,19 @@ impl AgentTls {
     /// that does not match its certificate, ...).
     pub fn new(trust: &TlsTrust) -> Result<Self, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        let roots = match &trust.extra_roots[..] {
+            [] => default_roots(),
+            extra => {
+                let mut roots = (*default_roots()).clone();
+                for root in extra {
+                    roots
+                        .add(root.clone())
+                        .map_err(|e| format!("tls.ca_file: a certificate cannot be a root: {e}"))?;
+                }
+                Arc::new(roots)
+            }
         };
-        roots.add_parsable_certificates(os_roots().iter().cloned());
-        for root in &trust.extra_roots {
-            roots
-                .add(root.clone())
-                .map_err(|e| format!("tls.ca_file: a certificate cannot be a root: {e}"))?;
-        }
-        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
             .build()
             .map_err(|e| format!("tls: {e}"))?;
         let verifier: Arc<dyn ServerCertVerifier> = match &trust.server_name {
@@ -326,21 +329,29 @@ fn io_kinds<'a>(
     })
 }
 
-/// The OS trust store's certificates, read once per process.
-fn os_roots() -> &'static [CertificateDer<'static>] {
-    static ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
-    ROOTS.get_or_init(|| {
-        let found = rustls_native_certs::load_native_certs();
-        if !found.errors.is_empty() {
-            tracing::warn!(
-                errors = found.errors.len(),
-                loaded = found.certs.len(),
-                "the OS trust store could not be read whole; upstream TLS trusts the built-in \
-                 roots, what was read, and tls.ca_file"
-            );
-        }
-        found.certs
-    })
+/// The built-in roots and the OS store's, read and parsed once per process and shared by
+/// every agent without `tls.ca_file` (parsed, the OS store is some 200 KiB: one copy per
+/// agent would make each agent cost that much).
+fn default_roots() -> Arc<RootCertStore> {
+    static ROOTS: OnceLock<Arc<RootCertStore>> = OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let mut roots = RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            let found = rustls_native_certs::load_native_certs();
+            if !found.errors.is_empty() {
+                tracing::warn!(
+                    errors = found.errors.len(),
+                    loaded = found.certs.len(),
+                    "the OS trust store could not be read whole; upstream TLS trusts the \
+                     built-in roots, what was read, and tls.ca_file"
+                );
+            }
+            roots.add_parsable_certificates(found.certs);
+            Arc::new(roots)
+        })
+        .clone()
 }
 
 /// Verifies the server's certificate against a configured name (`tls.server_name`) rather
@@ -491,6 +502,21 @@ mod tests {
         assert!(explain(&name).unwrap().contains("tls.server_name"));
         let plain = std::io::Error::other("connection refused");
         assert_eq!(explain(&plain), None);
+    }
+
+    /// Agents without `tls.ca_file` share one parsed root store; an agent's own roots go
+    /// into a copy, which the shared one never sees.
+    #[test]
+    fn the_default_roots_are_shared_and_extra_roots_stay_an_agents_own() {
+        assert!(Arc::ptr_eq(&default_roots(), &default_roots()));
+        let shared = default_roots().len();
+        let (ca, _, _) = test_pki();
+        let own = AgentTls::new(&TlsTrust {
+            extra_roots: vec![ca],
+            ..Default::default()
+        });
+        assert!(own.is_ok());
+        assert_eq!(default_roots().len(), shared);
     }
 
     #[test]
