@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::binding::{BindingStore, RedisStore};
-use crate::config::{AgentSettings, BindingStoreKind, Settings};
+use crate::store::{Store, RedisStore};
+use crate::config::{AgentSettings, StoreConfig, Settings};
 use crate::http;
 use crate::http::listener;
 use crate::http::server::ConnectionLimits;
@@ -62,14 +62,14 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             url::Url::parse(&base).expect("a loopback URL"),
         ));
     }
-    let bindings = match &settings.binding_store {
-        BindingStoreKind::Memory => BindingStore::memory(),
+    let store = match &settings.binding_store {
+        StoreConfig::Memory => Store::memory(),
         // Does not wait for Redis: the gateway starts and serves with the store down.
-        BindingStoreKind::Redis(url) => BindingStore::redis(
+        StoreConfig::Redis(url) => Store::redis(
             RedisStore::new(url, settings.binding_ttl).map_err(BuildError::Store)?,
         ),
     };
-    let binding_store_errors = bindings.errors();
+    let binding_store_errors = store.errors();
     let metrics = Arc::new(crate::metrics::Metrics::new(binding_store_errors.clone()));
     metrics.know_agents(settings.agents.iter().map(|a| a.name.as_str()));
     let registry = Registry::new(
@@ -101,7 +101,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     let state = Shared::new(
         &settings,
         registry.clone(),
-        bindings,
+        store,
         metrics,
         traces.clone(),
         stop_rx,

@@ -483,7 +483,7 @@ impl TimeoutSettings {
 
 /// Where threadId -> contextId bindings live.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BindingStoreKind {
+pub enum StoreConfig {
     Memory,
     /// `redis://HOST:PORT[/DB]`, checked but not connected to.
     Redis(Url),
@@ -554,7 +554,7 @@ impl AgentSettings {
 pub struct Settings {
     /// Every address the listen address resolved to (at least one; [`listen_addresses`]).
     pub listen: Vec<SocketAddr>,
-    pub binding_store: BindingStoreKind,
+    pub binding_store: StoreConfig,
     /// How long a Redis binding lives after its last use.
     pub binding_ttl: Duration,
     /// Exact origins (`scheme://host[:port]`) allowed cross-origin access.
@@ -850,9 +850,9 @@ fn identity_header(key: &str, name: &str, headers: &HeaderMap) -> Result<HeaderN
     Ok(hname)
 }
 
-fn parse_store(raw: &str) -> Result<BindingStoreKind, ConfigError> {
+fn parse_store(raw: &str) -> Result<StoreConfig, ConfigError> {
     if raw == "memory" {
-        return Ok(BindingStoreKind::Memory);
+        return Ok(StoreConfig::Memory);
     }
     let usage = "must be \"memory\" or redis://HOST:PORT[/DB]";
     let Ok(url) = Url::parse(raw) else {
@@ -871,7 +871,7 @@ fn parse_store(raw: &str) -> Result<BindingStoreKind, ConfigError> {
     if !plain {
         return Err(err("binding_store", format!("{shown:?} {usage}")));
     }
-    Ok(BindingStoreKind::Redis(url))
+    Ok(StoreConfig::Redis(url))
 }
 
 /// An exact browser origin: `http(s)://host[:port]`, no path.
@@ -1322,14 +1322,14 @@ mod tests {
         ] {
             let s = store(ok).unwrap();
             assert!(
-                matches!(s.binding_store, BindingStoreKind::Redis(_)),
+                matches!(s.binding_store, StoreConfig::Redis(_)),
                 "{ok}"
             );
             assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
         }
         assert_eq!(
             store("memory").unwrap().binding_store,
-            BindingStoreKind::Memory
+            StoreConfig::Memory
         );
         for bad in [
             "postgres",
@@ -1350,7 +1350,7 @@ mod tests {
             ..Default::default()
         };
         let s = settings(file, over).unwrap();
-        assert!(matches!(s.binding_store, BindingStoreKind::Redis(u) if u.path() == "/1"));
+        assert!(matches!(s.binding_store, StoreConfig::Redis(u) if u.path() == "/1"));
     }
 
     #[test]

@@ -205,7 +205,7 @@ async fn get_agent(AgentRef(agent): AgentRef) -> Json<crate::registry::AgentSumm
 /// when the gateway speaks none of it (nothing else: this route is open to anyone).
 async fn readyz(State(s): State<AppState>) -> Response {
     let not_ready = s.registry.not_ready();
-    let store = s.bindings.check().await;
+    let store = s.store.check().await;
     // docs/security.md#the-cards-security: a requirement nothing configured meets is a
     // detail, not a readiness failure (the card may declare more than the agent enforces).
     let warnings = s.registry.warnings();
@@ -310,7 +310,7 @@ async fn check_ownership(
         .into_iter()
         .flatten()
     {
-        if let Some((owner, _)) = s.bindings.owner_of(name, context_id).await {
+        if let Some((owner, _)) = s.store.owner_of(name, context_id).await {
             if !caller.may_use(&owner) {
                 return Err(RequestError::UnknownThread);
             }
@@ -329,7 +329,7 @@ async fn check_ownership(
         .into_iter()
         .flatten()
         .any(|c| *c == context_id);
-    let creator = s.bindings.owner_of(name, &context_id).await.map(|(c, _)| c);
+    let creator = s.store.owner_of(name, &context_id).await.map(|(c, _)| c);
     let allowed = (creator.is_none() && named)
         || caller.may_use_context(creator.as_ref(), agent.settings.visibility);
     if allowed {

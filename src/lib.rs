@@ -13,7 +13,7 @@
 //! - [`upstream`]: what the gateway presents to agents: TLS and credentials.
 //! - [`ids`]: the ids a conversation is keyed by (thread, context, task, caller), as types.
 //! - [`auth`]: inbound auth: who is calling (API keys, JWT), the caller of every request.
-//! - [`binding`]: the binding store (owner + agent + threadId -> contextId): memory or Redis.
+//! - [`store`]: the binding store (owner + agent + threadId -> contextId): memory or Redis.
 //! - [`error`]: the error vocabulary: request errors (HTTP) and run errors (`RUN_ERROR`).
 //! - [`http`]: thin axum handlers, the inbound HTTP/1.1 server and the SSE body.
 //! - [`http1`]: HTTP/1.1 message framing, shared by the inbound server and the upstream reader.
@@ -28,7 +28,7 @@ pub mod a2a;
 pub(crate) mod agui;
 pub mod app;
 pub(crate) mod auth;
-pub(crate) mod binding;
+pub(crate) mod store;
 pub(crate) mod bridge;
 pub mod config;
 pub mod demo;

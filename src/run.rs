@@ -28,7 +28,7 @@ use crate::a2a::Operation;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
 use crate::app::state::AppState;
-use crate::binding::{BindingStore, ThreadRecord};
+use crate::store::{Store, ThreadRecord};
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::ClientView;
@@ -273,7 +273,7 @@ struct Run {
 /// the binding store recorded (one store lookup, only for a client that sends turns).
 async fn holds_the_thread(
     input: &RunAgentInput,
-    bindings: &BindingStore,
+    store: &Store,
     owner: &CallerId,
     agent: &Agent,
 ) -> bool {
@@ -284,7 +284,7 @@ async fn holds_the_thread(
         return true;
     };
     let agent = &agent.settings.name;
-    let last = bindings.last_task(owner, agent, &input.thread_id).await;
+    let last = store.last_task(owner, agent, &input.thread_id).await;
     last.is_none_or(|last| last.as_str() == seen)
 }
 
@@ -311,7 +311,7 @@ impl Run {
         let mut candidates = plan.context_candidates();
         if candidates.needs_binding() {
             let (agent, thread) = (&agent.settings.name, &input.thread_id);
-            candidates.binding = app.bindings.get(&owner, agent, thread).await;
+            candidates.binding = app.store.get(&owner, agent, thread).await;
         }
         if agent.settings.context_ids == ContextIds::Client {
             candidates.thread_id = Some(ContextId::of_thread(&input.thread_id));
@@ -323,7 +323,7 @@ impl Run {
         let sends_new_message = matches!(&plan.action, Action::Send(m) if m.task_id.is_none());
         let holds_the_thread = sends_new_message
             && resolved.is_some()
-            && Box::pin(holds_the_thread(&input, &app.bindings, &owner, &agent)).await;
+            && Box::pin(holds_the_thread(&input, &app.store, &owner, &agent)).await;
         let pick_up = ContextSource::history_to_read(
             resolved.as_ref().map(|(id, source)| (id, *source)),
             &input.thread_id,
@@ -426,7 +426,7 @@ impl Run {
                     // largest state, held for the whole stream (memory per open stream).
                     Box::pin(
                         self.app
-                            .bindings
+                            .store
                             .put(&self.owner, agent, thread, &context_id),
                     )
                     .await;
@@ -445,7 +445,7 @@ impl Run {
                     task_id: Some(TaskId::new(task_id)),
                 };
                 let agent = &self.agent.settings.name;
-                Box::pin(self.app.bindings.put_task(&self.owner, agent, &record)).await;
+                Box::pin(self.app.store.put_task(&self.owner, agent, &record)).await;
                 self.recorded_task = record.task_id;
             }
         }

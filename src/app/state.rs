@@ -11,7 +11,7 @@ use axum::http::HeaderValue;
 use tokio::sync::Semaphore;
 
 use crate::auth::Authenticator;
-use crate::binding::BindingStore;
+use crate::store::Store;
 use crate::config::{Limits, Settings, TimeoutSettings};
 use crate::http::ratelimit::RunLimiter;
 use crate::metrics::Metrics;
@@ -40,7 +40,7 @@ impl From<Shared> for AppState {
 /// What [`AppState`] shares.
 pub(crate) struct Shared {
     pub registry: Arc<Registry>,
-    pub bindings: Arc<BindingStore>,
+    pub store: Arc<Store>,
     pub limits: Limits,
     pub timeouts: TimeoutSettings,
     /// `limits.max_concurrent_runs` slots; a run holds one for its lifetime.
@@ -68,14 +68,14 @@ impl Shared {
     pub(crate) fn new(
         settings: &Settings,
         registry: Arc<Registry>,
-        bindings: BindingStore,
+        store: Store,
         metrics: Arc<Metrics>,
         traces: Option<Arc<Traces>>,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         Self {
             registry,
-            bindings: Arc::new(bindings),
+            store: Arc::new(store),
             limits: settings.limits.clone(),
             timeouts: settings.timeouts,
             runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs.get())),
@@ -105,7 +105,7 @@ impl Shared {
         Self::new(
             settings,
             registry,
-            BindingStore::memory(),
+            Store::memory(),
             metrics,
             None,
             stop,

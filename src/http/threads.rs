@@ -200,11 +200,11 @@ pub(crate) async fn context_of(
     thread_id: &ThreadId,
 ) -> Result<Option<ContextId>, RequestError> {
     let name = &agent.settings.name;
-    if let Some(context) = s.bindings.get(&caller.id, name, thread_id).await {
+    if let Some(context) = s.store.get(&caller.id, name, thread_id).await {
         return Ok(Some(context));
     }
     let asked = ContextId::of_thread(thread_id);
-    let creator = s.bindings.owner_of(name, &asked).await.map(|(c, _)| c);
+    let creator = s.store.owner_of(name, &asked).await.map(|(c, _)| c);
     let visible = caller.may_use_context(creator.as_ref(), agent.settings.visibility);
     if creator.is_some() && !visible {
         // Someone else's context: unknown, not a new thread.
@@ -238,7 +238,7 @@ pub(crate) async fn tasks_of(
             .collect());
     }
     let records = s
-        .bindings
+        .store
         .threads_of(owner, &agent.settings.name, BINDINGS_LIMIT)
         .await;
     let Some(task_id) = records
@@ -316,7 +316,7 @@ async fn visible_threads(
     let mut visible = Vec::new();
     for mut thread in threads::summarize(&tasks, ThreadId::of_context) {
         let record = s
-            .bindings
+            .store
             .owner_of(&agent.settings.name, &thread.context_id)
             .await;
         let creator = record.as_ref().map(|(c, _)| c);
@@ -343,7 +343,7 @@ async fn from_bindings(
     upstream: &Resolved,
 ) -> Result<Vec<ThreadSummary>, RequestError> {
     let records = s
-        .bindings
+        .store
         .threads_of(&caller.id, &agent.settings.name, BINDINGS_LIMIT)
         .await;
     let task_ids: Vec<TaskId> = records.iter().filter_map(|r| r.task_id.clone()).collect();

@@ -98,7 +98,7 @@ impl Run {
         self.projector.answering(interrupt_id.clone());
         let claimed = self
             .app
-            .bindings
+            .store
             .claim_answer(&agent, interrupt_id, self.app.timeouts.run())
             .await;
         if !claimed {
@@ -107,7 +107,7 @@ impl Run {
         }
         let sent = self.send_or_fail(upstream, message).await;
         if !self.projector.was_accepted() {
-            self.app.bindings.release_answer(&agent, interrupt_id).await;
+            self.app.store.release_answer(&agent, interrupt_id).await;
         }
         sent
     }

@@ -8,10 +8,10 @@
 //! The store is an optimisation of the resolution order in [`crate::bridge::context`], never
 //! a dependency of a run: a binding that is lost (evicted, expired, or the store down) costs
 //! one lookup, and the run falls back to the context the client carries in its state or
-//! `forwardedProps`, or starts a new conversation. So [`BindingStore::get`] and
-//! [`BindingStore::put`] cannot fail; failures are logged and counted
-//! ([`BindingStore::errors`], `agui_gateway_binding_store_errors_total`), and shown by
-//! `/readyz` through [`BindingStore::check`].
+//! `forwardedProps`, or starts a new conversation. So [`Store::get`] and
+//! [`Store::put`] cannot fail; failures are logged and counted
+//! ([`Store::errors`], `agui_gateway_binding_store_errors_total`), and shown by
+//! `/readyz` through [`Store::check`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,7 +41,7 @@ pub(crate) struct ThreadRecord {
 
 /// A binding store: one of the kinds, and the count of its failures.
 #[derive(Debug)]
-pub(crate) struct BindingStore {
+pub(crate) struct Store {
     kind: Kind,
     /// Failed or skipped operations (`agui_gateway_binding_store_errors_total`).
     errors: Arc<AtomicU64>,
@@ -53,7 +53,7 @@ enum Kind {
     Redis(RedisStore),
 }
 
-impl BindingStore {
+impl Store {
     /// An empty in-memory store.
     pub(crate) fn memory() -> Self {
         Self::of(Kind::Memory(MemoryStore::default()))
