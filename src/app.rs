@@ -5,17 +5,17 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::store::{Store, RedisStore};
-use crate::config::{AgentSettings, StoreConfig, Settings};
+use crate::config::{AgentSettings, Settings, StoreConfig};
 use crate::http;
 use crate::http::listener;
 use crate::http::server::ConnectionLimits;
 use crate::registry::Registry;
+pub use crate::store::{FailureKind, StoreErrors};
+use crate::store::{RedisStore, Store};
 
 pub(crate) mod state;
 
@@ -29,7 +29,7 @@ pub struct App {
     pub settings: Settings,
     /// Ends open runs when set (after the shutdown drain).
     stop: tokio::sync::watch::Sender<bool>,
-    binding_store_errors: Arc<AtomicU64>,
+    binding_store_errors: Arc<StoreErrors>,
     /// Flushed when serving ends.
     traces: Option<Arc<crate::telemetry::Traces>>,
 }
@@ -65,9 +65,13 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
     let store = match &settings.binding_store {
         StoreConfig::Memory => Store::memory(),
         // Does not wait for Redis: the gateway starts and serves with the store down.
-        StoreConfig::Redis(url) => Store::redis(
-            RedisStore::new(url, settings.binding_ttl).map_err(BuildError::Store)?,
-        ),
+        StoreConfig::Redis(redis) => {
+            let redis =
+                Arc::new(RedisStore::new(redis, settings.binding_ttl).map_err(BuildError::Store)?);
+            let connecting = redis.clone();
+            tokio::spawn(async move { connecting.announce().await });
+            Store::redis(redis)
+        }
     };
     let binding_store_errors = store.errors();
     let metrics = Arc::new(crate::metrics::Metrics::new(binding_store_errors.clone()));
@@ -142,9 +146,9 @@ pub async fn bind(addrs: &[SocketAddr]) -> Result<Vec<TcpListener>, String> {
 }
 
 impl App {
-    /// Binding store operations that failed since start, live
-    /// (`agui_gateway_binding_store_errors_total`).
-    pub fn binding_store_errors(&self) -> Arc<AtomicU64> {
+    /// Binding store operations that failed since start, by kind, live
+    /// (`agui_gateway_binding_store_errors_total{kind}`).
+    pub fn binding_store_errors(&self) -> Arc<StoreErrors> {
         self.binding_store_errors.clone()
     }
 

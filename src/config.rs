@@ -25,14 +25,18 @@ use crate::a2a::card::{self, Binding, Pins};
 use crate::a2a::model::ProtocolVersion;
 
 pub(crate) mod inbound;
+pub mod store;
 pub mod upstream;
+
+pub use store::{Password, RedisSettings, StoreConfig, Topology};
 
 /// The config file, as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileConfig {
     pub listen: Option<String>,
-    pub binding_store: Option<String>,
+    /// `memory`, a Redis URL, or the map form (docs/operations.md#managed-redis).
+    pub binding_store: Option<store::StoreFileConfig>,
     /// Seconds a Redis binding lives after its last use (default 30 days); `0` is refused as
     /// the file is read.
     pub binding_ttl_s: Option<NonZeroU64>,
@@ -481,14 +485,6 @@ impl TimeoutSettings {
     }
 }
 
-/// Where threadId -> contextId bindings live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreConfig {
-    Memory,
-    /// `redis://HOST:PORT[/DB]`, checked but not connected to.
-    Redis(Url),
-}
-
 /// `listen` when neither the flag, `GATEWAY_LISTEN` nor the file sets it.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
@@ -850,30 +846,6 @@ fn identity_header(key: &str, name: &str, headers: &HeaderMap) -> Result<HeaderN
     Ok(hname)
 }
 
-fn parse_store(raw: &str) -> Result<StoreConfig, ConfigError> {
-    if raw == "memory" {
-        return Ok(StoreConfig::Memory);
-    }
-    let usage = "must be \"memory\" or redis://HOST:PORT[/DB]";
-    let Ok(url) = Url::parse(raw) else {
-        // Not echoed if it might hold a password.
-        let raw = if raw.contains('@') { "the value" } else { raw };
-        return Err(err("binding_store", format!("{raw:?} {usage}")));
-    };
-    // Shown without userinfo: a Redis password is used, never displayed.
-    let shown = crate::redact::url(&url);
-    let db = url.path().trim_start_matches('/');
-    let plain = url.scheme() == "redis"
-        && url.host_str().is_some_and(|h| !h.is_empty())
-        && (db.is_empty() || db.parse::<u32>().is_ok())
-        && url.query().is_none()
-        && url.fragment().is_none();
-    if !plain {
-        return Err(err("binding_store", format!("{shown:?} {usage}")));
-    }
-    Ok(StoreConfig::Redis(url))
-}
-
 /// An exact browser origin: `http(s)://host[:port]`, no path.
 fn parse_origin(raw: &str) -> Result<reqwest::header::HeaderValue, ConfigError> {
     let bad = || {
@@ -930,12 +902,15 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
     let mut problems = Problems::default();
     let listen_raw = listen_or_default(over.listen, file.listen);
     let listen = problems.take(listen_addresses(&listen_raw));
-    let binding_store = problems.take(parse_store(
-        over.binding_store
-            .or(file.binding_store)
-            .as_deref()
-            .unwrap_or("memory"),
-    ));
+    // The flag (or GATEWAY_BINDING_STORE) takes a URL and replaces the file's store.
+    let binding_store = problems.take(match (over.binding_store, &file.binding_store) {
+        (Some(url), _) => store::parse_url_form(&url),
+        (None, Some(store::StoreFileConfig::Url(url))) => store::parse_url_form(url),
+        (None, Some(store::StoreFileConfig::Map(map))) => {
+            store::parse_map(map).map(|r| StoreConfig::Redis(Box::new(r)))
+        }
+        (None, None) => Ok(StoreConfig::Memory),
+    });
     let mut agents = Vec::new();
     let jwt_inbound = file.auth.jwt.is_some();
     for (i, a) in file.agents.iter().enumerate() {
@@ -1319,22 +1294,19 @@ mod tests {
             "redis://127.0.0.1:1/0",
             "redis://redis.internal:6379",
             "redis://:secret@127.0.0.1:6379/3",
+            "rediss://127.0.0.1:6379",
         ] {
             let s = store(ok).unwrap();
-            assert!(
-                matches!(s.binding_store, StoreConfig::Redis(_)),
-                "{ok}"
-            );
+            assert!(matches!(s.binding_store, StoreConfig::Redis(_)), "{ok}");
             assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
         }
-        assert_eq!(
+        assert!(matches!(
             store("memory").unwrap().binding_store,
             StoreConfig::Memory
-        );
+        ));
         for bad in [
             "postgres",
             "redis://",
-            "rediss://127.0.0.1:6379",
             "redis://127.0.0.1:6379/x",
             "redis://127.0.0.1:6379/0?timeout=1",
             "http://127.0.0.1:6379",
@@ -1350,7 +1322,7 @@ mod tests {
             ..Default::default()
         };
         let s = settings(file, over).unwrap();
-        assert!(matches!(s.binding_store, StoreConfig::Redis(u) if u.path() == "/1"));
+        assert!(matches!(s.binding_store, StoreConfig::Redis(r) if r.db == 1));
     }
 
     #[test]

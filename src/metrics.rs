@@ -7,9 +7,10 @@
 //! `crate::error`), A2A method names (from `crate::a2a`), `ok`/`error` — never thread, run,
 //! task or context ids, nor anything a client or an upstream chose.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use crate::store::{FailureKind, StoreErrors};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -85,20 +86,24 @@ pub(crate) struct Metrics {
     rate_limited: Counter,
 }
 
-/// `agui_gateway_binding_store_errors_total`, read from the store's own count at scrape.
+/// `agui_gateway_binding_store_errors_total{kind}`, read from the store's own counts at
+/// scrape; every kind's series exists from the start.
 #[derive(Debug)]
-struct StoreErrors(Arc<AtomicU64>);
+struct StoreErrorsCollector(Arc<StoreErrors>);
 
-impl Collector for StoreErrors {
+impl Collector for StoreErrorsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let counter = ConstCounter::new(self.0.load(Ordering::Relaxed));
-        let metric = encoder.encode_descriptor(
+        let mut metric = encoder.encode_descriptor(
             "agui_gateway_binding_store_errors",
-            "Failed or skipped binding store operations.",
+            "Failed or skipped binding store operations, by kind.",
             None,
-            counter.metric_type(),
+            prometheus_client::metrics::MetricType::Counter,
         )?;
-        counter.encode(metric)
+        for kind in FailureKind::ALL {
+            let counter = ConstCounter::new(self.0.of(kind));
+            counter.encode(metric.encode_family(&[("kind", kind.as_str())])?)?;
+        }
+        Ok(())
     }
 }
 
@@ -116,7 +121,7 @@ fn registered<M: prometheus_client::registry::Metric + Clone>(
 impl Metrics {
     /// Every metric of docs/design.md#10-observability, registered; `store_errors` is the binding
     /// store's count.
-    pub(crate) fn new(store_errors: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(store_errors: Arc<StoreErrors>) -> Self {
         let mut registry = Registry::default();
         let runs = registered(
             &mut registry,
@@ -166,7 +171,7 @@ impl Metrics {
             "Run requests refused by rate_limits (429).",
             Counter::default(),
         );
-        registry.register_collector(Box::new(StoreErrors(store_errors)));
+        registry.register_collector(Box::new(StoreErrorsCollector(store_errors)));
         Self {
             registry,
             runs,
@@ -325,7 +330,10 @@ mod tests {
 
     #[test]
     fn the_exposition_carries_the_designs_names() {
-        let m = Arc::new(Metrics::new(Arc::new(AtomicU64::new(2))));
+        let errors = Arc::new(StoreErrors::default());
+        errors.add(FailureKind::Auth);
+        errors.add(FailureKind::Auth);
+        let m = Arc::new(Metrics::new(errors));
         let stream = m.stream_opened("ref");
         m.run_ended(
             "ref",
@@ -347,7 +355,8 @@ mod tests {
             r#"agui_gateway_run_duration_seconds_count{agent="ref"} 1"#,
             r#"agui_gateway_events_total{agent="ref"} 5"#,
             "agui_gateway_rate_limited_total 1",
-            "agui_gateway_binding_store_errors_total 2",
+            r#"agui_gateway_binding_store_errors_total{kind="auth"} 2"#,
+            r#"agui_gateway_binding_store_errors_total{kind="cluster"} 0"#,
         ] {
             assert!(text.contains(line), "{line} missing in:\n{text}");
         }

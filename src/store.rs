@@ -9,8 +9,8 @@
 //! a dependency of a run: a binding that is lost (evicted, expired, or the store down) costs
 //! one lookup, and the run falls back to the context the client carries in its state or
 //! `forwardedProps`, or starts a new conversation. So [`Store::get`] and
-//! [`Store::put`] cannot fail; failures are logged and counted
-//! ([`Store::errors`], `agui_gateway_binding_store_errors_total`), and shown by
+//! [`Store::put`] cannot fail; failures are logged and counted by [`FailureKind`]
+//! ([`Store::errors`], `agui_gateway_binding_store_errors_total{kind}`), and shown by
 //! `/readyz` through [`Store::check`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,18 +39,112 @@ pub(crate) struct ThreadRecord {
     pub task_id: Option<TaskId>,
 }
 
+/// Why a store operation failed: the `kind` label of
+/// `agui_gateway_binding_store_errors_total` and the `kind` of `/readyz`'s `bindingStore`
+/// (docs/operations.md#managed-redis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Refused credentials (`WRONGPASS`, `NOAUTH`) or a command the ACL user may not run.
+    Auth,
+    /// The TLS handshake failed (named: unknown CA, expired, a client certificate refused).
+    Tls,
+    /// No answer in time.
+    Timeout,
+    /// Refused, reset or closed connections; names that do not resolve.
+    Connection,
+    /// The cluster is down, a slot has no node, redirections ran out.
+    Cluster,
+    /// No sentinel names the master.
+    Sentinel,
+    /// Any other error reply, or a reply the store cannot have written.
+    Server,
+    /// Skipped: the store failed less than a second before.
+    Skipped,
+}
+
+impl FailureKind {
+    /// Every kind, in the order of the metric's series.
+    pub const ALL: [Self; 8] = [
+        Self::Auth,
+        Self::Tls,
+        Self::Timeout,
+        Self::Connection,
+        Self::Cluster,
+        Self::Sentinel,
+        Self::Server,
+        Self::Skipped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auth => "auth",
+            Self::Tls => "tls",
+            Self::Timeout => "timeout",
+            Self::Connection => "connection",
+            Self::Cluster => "cluster",
+            Self::Sentinel => "sentinel",
+            Self::Server => "server",
+            Self::Skipped => "skipped",
+        }
+    }
+
+    /// The kind of a `redis` crate error.
+    fn of(e: &::redis::RedisError) -> Self {
+        use ::redis::{ErrorKind as K, ServerErrorKind as S};
+        if crate::a2a::tls::explain(e).is_some() {
+            return Self::Tls;
+        }
+        if matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM")) {
+            return Self::Auth;
+        }
+        match e.kind() {
+            K::AuthenticationFailed | K::Server(S::NoPerm) => Self::Auth,
+            K::Server(S::Moved | S::Ask | S::TryAgain | S::ClusterDown | S::CrossSlot)
+            | K::ClusterConnectionNotFound => Self::Cluster,
+            K::MasterNameNotFoundBySentinel
+            | K::NoValidReplicasFoundBySentinel
+            | K::EmptySentinelList => Self::Sentinel,
+            _ if e.is_timeout() => Self::Timeout,
+            _ if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() => {
+                Self::Connection
+            }
+            _ => Self::Server,
+        }
+    }
+}
+
+/// Failed or skipped operations, by kind, since start.
+#[derive(Debug, Default)]
+pub struct StoreErrors([AtomicU64; FailureKind::ALL.len()]);
+
+impl StoreErrors {
+    pub(crate) fn add(&self, kind: FailureKind) {
+        self.0[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The count of `kind`.
+    pub fn of(&self, kind: FailureKind) -> u64 {
+        self.0[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// The count of every kind.
+    pub fn total(&self) -> u64 {
+        FailureKind::ALL.iter().map(|k| self.of(*k)).sum()
+    }
+}
+
 /// A binding store: one of the kinds, and the count of its failures.
 #[derive(Debug)]
 pub(crate) struct Store {
     kind: Kind,
     /// Failed or skipped operations (`agui_gateway_binding_store_errors_total`).
-    errors: Arc<AtomicU64>,
+    errors: Arc<StoreErrors>,
 }
 
 #[derive(Debug)]
 enum Kind {
     Memory(MemoryStore),
-    Redis(RedisStore),
+    Redis(Arc<RedisStore>),
 }
 
 impl Store {
@@ -60,14 +154,14 @@ impl Store {
     }
 
     /// A store on Redis.
-    pub(crate) fn redis(store: RedisStore) -> Self {
+    pub(crate) fn redis(store: Arc<RedisStore>) -> Self {
         Self::of(Kind::Redis(store))
     }
 
     fn of(kind: Kind) -> Self {
         Self {
             kind,
-            errors: Arc::new(AtomicU64::new(0)),
+            errors: Arc::default(),
         }
     }
 
@@ -84,13 +178,10 @@ impl Store {
             Kind::Redis(r) => match r.get(owner, agent, thread_id).await {
                 Ok(found) => found,
                 Err(e) => {
-                    self.errors.fetch_add(1, Ordering::Relaxed);
-                    match e {
-                        // Logged once, when the store failed.
-                        Unavailable::Paused => {}
-                        Unavailable::Failed(reason) => {
-                            tracing::warn!(store = %r, %reason, "binding lookup failed; the run goes on without it")
-                        }
+                    self.errors.add(e.kind());
+                    // A skip is logged once, when the store failed.
+                    if let Unavailable::Failed { kind, reason } = e {
+                        tracing::warn!(store = %r, kind = kind.as_str(), %reason, "binding lookup failed; the run goes on without it")
                     }
                     None
                 }
@@ -118,8 +209,8 @@ impl Store {
                 .map_err(|e| (r.to_string(), e)),
         };
         if let Err((store, reason)) = stored {
-            self.errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%store, agent, thread_id = %Shown(thread_id.as_str()), %reason, "binding not stored; the client's state still carries the context");
+            self.errors.add(reason.kind());
+            tracing::warn!(%store, agent, thread_id = %Shown(thread_id.as_str()), kind = reason.kind().as_str(), %reason, "binding not stored; the client's state still carries the context");
         }
     }
 
@@ -133,8 +224,8 @@ impl Store {
             }
             Kind::Redis(r) => r.put_task(owner, agent, record).await,
         };
-        if stored.is_err() {
-            self.errors.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = stored {
+            self.errors.add(e.kind());
         }
     }
 
@@ -151,8 +242,8 @@ impl Store {
             Kind::Redis(r) => r
                 .last_task(owner, agent, thread_id)
                 .await
-                .unwrap_or_else(|_| {
-                    self.errors.fetch_add(1, Ordering::Relaxed);
+                .unwrap_or_else(|e| {
+                    self.errors.add(e.kind());
                     None
                 }),
         }
@@ -167,8 +258,8 @@ impl Store {
     ) -> Vec<ThreadRecord> {
         match &self.kind {
             Kind::Memory(m) => m.threads_of(owner, agent, limit),
-            Kind::Redis(r) => r.threads_of(owner, agent, limit).await.unwrap_or_else(|_| {
-                self.errors.fetch_add(1, Ordering::Relaxed);
+            Kind::Redis(r) => r.threads_of(owner, agent, limit).await.unwrap_or_else(|e| {
+                self.errors.add(e.kind());
                 Vec::new()
             }),
         }
@@ -183,8 +274,8 @@ impl Store {
     ) -> Option<(CallerId, ThreadId)> {
         match &self.kind {
             Kind::Memory(m) => m.owner_of(agent, context_id),
-            Kind::Redis(r) => r.owner_of(agent, context_id).await.unwrap_or_else(|_| {
-                self.errors.fetch_add(1, Ordering::Relaxed);
+            Kind::Redis(r) => r.owner_of(agent, context_id).await.unwrap_or_else(|e| {
+                self.errors.add(e.kind());
                 None
             }),
         }
@@ -206,8 +297,8 @@ impl Store {
             Kind::Redis(r) => r
                 .claim_answer(agent, interrupt_id, ttl)
                 .await
-                .unwrap_or_else(|_| {
-                    self.errors.fetch_add(1, Ordering::Relaxed);
+                .unwrap_or_else(|e| {
+                    self.errors.add(e.kind());
                     true
                 }),
         }
@@ -218,15 +309,15 @@ impl Store {
         match &self.kind {
             Kind::Memory(m) => m.release_answer(agent, interrupt_id),
             Kind::Redis(r) => {
-                if r.release_answer(agent, interrupt_id).await.is_err() {
-                    self.errors.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = r.release_answer(agent, interrupt_id).await {
+                    self.errors.add(e.kind());
                 }
             }
         }
     }
 
-    /// The count of failed operations since start, live.
-    pub(crate) fn errors(&self) -> Arc<AtomicU64> {
+    /// The count of failed operations since start, by kind, live.
+    pub(crate) fn errors(&self) -> Arc<StoreErrors> {
         self.errors.clone()
     }
 
@@ -243,10 +334,11 @@ impl Store {
     pub(crate) async fn check(&self) -> Result<(), Value> {
         match &self.kind {
             Kind::Memory(_) => Ok(()),
-            Kind::Redis(r) => r
-                .ping()
-                .await
-                .map_err(|e| json!({"kind": self.kind(), "error": e.to_string()})),
+            // `store`: which store; `kind`: why it failed (no URL: anyone may read this).
+            Kind::Redis(r) => r.ping().await.map_err(|e| {
+                self.errors.add(e.kind());
+                json!({"store": self.kind(), "kind": e.kind().as_str(), "error": e.to_string()})
+            }),
         }
     }
 }

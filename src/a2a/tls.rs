@@ -401,7 +401,12 @@ impl ServerCertVerifier for VerifyAs {
 /// Why a TLS handshake failed, in the operator's terms, if `e` (or an error it wraps) is a
 /// TLS error. Names settings to check; never shows certificate or key material.
 pub fn explain(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    tls_error(e).map(reason)
+    explain_for(e, "the agent")
+}
+
+/// [`explain`], naming `peer` (the agent, the Redis server) as the one that refused.
+pub(crate) fn explain_for(e: &(dyn std::error::Error + 'static), peer: &str) -> Option<String> {
+    tls_error(e).map(|e| reason(e, peer))
 }
 
 /// The TLS error in `e`'s chain: in a source, or wrapped in an `io::Error` (tokio-rustls
@@ -426,26 +431,28 @@ fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls:
     None
 }
 
-fn reason(e: &rustls::Error) -> String {
+fn reason(e: &rustls::Error, peer: &str) -> String {
     use rustls::AlertDescription as Alert;
     match e {
         rustls::Error::InvalidCertificate(c) => match c {
-            CertificateError::UnknownIssuer => "TLS: the agent's certificate is not signed by a \
-                 trusted CA (the OS store, the built-in roots, tls.ca_file)"
-                .into(),
+            CertificateError::UnknownIssuer => format!(
+                "TLS: {peer}'s certificate is not signed by a trusted CA (the OS store, the \
+                 built-in roots, tls.ca_file)"
+            ),
             CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-                "TLS: the agent's certificate has expired".into()
+                format!("TLS: {peer}'s certificate has expired")
             }
             CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-                "TLS: the agent's certificate is not valid yet".into()
+                format!("TLS: {peer}'s certificate is not valid yet")
             }
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-                "TLS: the agent's certificate does not name the host it was reached at \
-                 (tls.server_name sets the name to verify)"
-                    .into()
+                format!(
+                    "TLS: {peer}'s certificate does not name the host it was reached at \
+                     (tls.server_name sets the name to verify)"
+                )
             }
-            CertificateError::Revoked => "TLS: the agent's certificate is revoked".into(),
-            other => format!("TLS: the agent's certificate was refused ({other:?})"),
+            CertificateError::Revoked => format!("TLS: {peer}'s certificate is revoked"),
+            other => format!("TLS: {peer}'s certificate was refused ({other:?})"),
         },
         rustls::Error::AlertReceived(
             alert @ (Alert::CertificateRequired
@@ -455,7 +462,7 @@ fn reason(e: &rustls::Error) -> String {
             | Alert::CertificateUnknown
             | Alert::AccessDenied),
         ) => format!(
-            "TLS: the agent refused the handshake ({alert:?}): it requires a client \
+            "TLS: {peer} refused the handshake ({alert:?}): it requires a client \
              certificate it trusts (tls.client_cert, tls.client_key)"
         ),
         other => format!("TLS: {other}"),

@@ -11,11 +11,11 @@ use axum::http::HeaderValue;
 use tokio::sync::Semaphore;
 
 use crate::auth::Authenticator;
-use crate::store::Store;
 use crate::config::{Limits, Settings, TimeoutSettings};
 use crate::http::ratelimit::RunLimiter;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
+use crate::store::Store;
 use crate::telemetry::Traces;
 
 /// The shared state of the handlers and the runs: a handle on one [`Shared`], cloned for
@@ -102,13 +102,6 @@ impl Shared {
             .get_or_init(|| tokio::sync::watch::channel(false).0)
             .subscribe();
         let metrics = Arc::new(Metrics::new(Default::default()));
-        Self::new(
-            settings,
-            registry,
-            Store::memory(),
-            metrics,
-            None,
-            stop,
-        )
+        Self::new(settings, registry, Store::memory(), metrics, None, stop)
     }
 }

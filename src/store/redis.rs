@@ -1,29 +1,50 @@
-//! `binding_store: redis://HOST:PORT[/DB]`: bindings shared by replicas, surviving restarts.
+//! The Redis store (docs/operations.md#managed-redis): bindings shared by replicas, surviving
+//! restarts, on a standalone Redis, a Redis Cluster or the master a set of sentinels names,
+//! over TLS or not, as an ACL user ([`connection`]).
 //!
 //! One key per binding, [`key`]: `agui-a2a-gateway:binding:<owner>:<agent>:<threadId>`, each
 //! component with `%` written `%25` and `:` written `%3A`, so `:` only ever separates
 //! components and no two (owner, agent, threadId) triples share a key. The value is the
 //! contextId. Every key expires `binding_ttl_s` after its last use: `GETEX … EX` refreshes
-//! it on every read, `SET … EX` on every write (Redis 6.2 or later).
+//! it on every read, `SET … EX` on every write. A server without `GETEX` (Redis 6.0), or one
+//! that refuses it (an ACL), is detected on the first refusal; from then on a read is `EXPIRE`
+//! then `GET` (a miss costs the `EXPIRE` alone), with the same expiry.
 //!
-//! An outage never fails a run. The client is the `redis` crate's `ConnectionManager`,
-//! created lazily (the gateway starts with Redis down) and reconnecting by itself. Every call
-//! is bounded by [`CALL_TIMEOUT`] — a dedicated constant, not `timeouts.upstream_call`: the
-//! lookup sits before `RUN_STARTED`, and a store that takes longer than this is better
-//! skipped. A failed call pauses the store for [`PAUSE_AFTER_FAILURE`]: meanwhile reads
-//! answer "no binding" and writes are dropped at once (each logged and counted), so runs
-//! during an outage do not each wait out the timeout; the readiness `PING` always goes to
-//! Redis and lifts the pause when it is answered.
+//! **Every command touches exactly one key**, and no command is sent in a multi-key pipeline
+//! or transaction: in a Redis Cluster each key may live on another node, and a command over
+//! two keys in two slots is refused (`CROSSSLOT`). Keep it so; it is why cluster mode needs
+//! nothing else. The ACL a gateway needs is in docs/operations.md#managed-redis.
+//!
+//! An outage never fails a run. Connections are made on first use (the gateway starts with
+//! Redis down) and again after they break. Every call is bounded by [`CALL_TIMEOUT`] — a
+//! dedicated constant, not `timeouts.upstream_call`: the lookup sits before `RUN_STARTED`,
+//! and a store that takes longer than this is better skipped; connecting, the TLS handshake,
+//! asking the sentinels and discovering a cluster's slots are inside it. A failed call pauses
+//! the store for [`PAUSE_AFTER_FAILURE`]: meanwhile reads answer "no binding" and writes are
+//! dropped at once (each logged and counted), so runs during an outage do not each wait out
+//! the timeout; the readiness `PING` always goes to Redis and lifts the pause when it is
+//! answered. A failure is named by its [`FailureKind`] (auth, tls, timeout, ...), never with
+//! the password.
+//!
+//! Replies: a value is at most [`MAX_VALUE_BYTES`] (the store writes ids and small JSON
+//! records; anything larger is refused as a broken reply). The `redis` crate reads a reply
+//! whole before it is seen here, so a hostile server can make one call hold up to Redis's
+//! own bulk limit for the call's duration; it cannot make the store keep it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::ThreadRecord;
+use super::{FailureKind, ThreadRecord};
 use crate::bridge::interrupt::InterruptId;
+use crate::config::RedisSettings;
 use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Cmd, FromRedisValue};
 use tokio::time::Instant;
+
+pub(crate) mod connection;
+
+use connection::Connection;
 
 /// Prefix of every key the gateway writes (docs/design.md#4-threads-and-contexts).
 pub(crate) const KEY_PREFIX: &str = "agui-a2a-gateway:binding:";
@@ -35,6 +56,8 @@ pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 pub(crate) const PING_TIMEOUT: Duration = Duration::from_millis(500);
 /// After a failed call, reads and writes skip Redis for this long.
 pub(crate) const PAUSE_AFTER_FAILURE: Duration = Duration::from_secs(1);
+/// The largest value the store reads back: its records are ids and small JSON.
+pub(crate) const MAX_VALUE_BYTES: usize = 64 * 1024;
 
 /// The Redis key of `owner`'s `thread_id` on `agent`.
 pub(crate) fn key(owner: &CallerId, agent: &str, thread_id: &ThreadId) -> String {
@@ -106,16 +129,47 @@ pub(crate) enum Unavailable {
     #[error("skipped: the store failed less than a second ago")]
     Paused,
     /// The call failed or timed out.
-    #[error("{0}")]
-    Failed(String),
+    #[error("{reason}")]
+    Failed { kind: FailureKind, reason: String },
+}
+
+impl Unavailable {
+    /// Which kind of failure, for `agui_gateway_binding_store_errors_total{kind}`.
+    pub(crate) fn kind(&self) -> FailureKind {
+        match self {
+            Self::Paused => FailureKind::Skipped,
+            Self::Failed { kind, .. } => *kind,
+        }
+    }
+
+    fn of(e: &::redis::RedisError) -> Self {
+        let kind = FailureKind::of(e);
+        let reason = match kind {
+            FailureKind::Tls => crate::a2a::tls::explain_for(e, "the Redis server"),
+            _ => None,
+        };
+        Self::Failed {
+            kind,
+            reason: reason.unwrap_or_else(|| e.to_string()),
+        }
+    }
+
+    fn broken_reply(what: &str) -> Self {
+        Self::Failed {
+            kind: FailureKind::Server,
+            reason: format!("a reply the store cannot have written: {what}"),
+        }
+    }
 }
 
 /// The Redis binding store.
 #[derive(Debug)]
 pub(crate) struct RedisStore {
-    manager: ConnectionManager,
+    connection: Connection,
     /// `binding_ttl_s`.
     ttl_s: u64,
+    /// Whether the server takes `GETEX` (until it refuses it once).
+    getex: AtomicBool,
     /// Operations skip Redis until then (set by a failure).
     paused_until: Mutex<Option<Instant>>,
     /// The URL without userinfo, for logs (not for `/readyz`, which anyone may read).
@@ -130,43 +184,31 @@ impl std::fmt::Display for RedisStore {
 }
 
 impl RedisStore {
-    /// A store on `url` (`redis://HOST:PORT[/DB]`) whose bindings live `ttl` after their last
+    /// A store on the Redis `settings` describe, whose bindings live `ttl` after their last
     /// use. Does not wait for Redis: the connection is made in the background, and again
     /// whenever it is lost. Must be called within the tokio runtime.
-    pub(crate) fn new(url: &url::Url, ttl: Duration) -> Result<Self, String> {
-        let shown = crate::redact::url(url);
-        let client = ::redis::Client::open(url.as_str())
-            .map_err(|e| format!("{shown}: {}", crate::redact::url_in(&e.to_string(), url)))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CALL_TIMEOUT))
-            .set_response_timeout(Some(CALL_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(100))
-            .set_max_delay(PAUSE_AFTER_FAILURE);
-        let manager = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| format!("{shown}: {e}"))?;
-        // Connect now rather than on the first run, and say whether it worked.
-        let probe = manager.clone();
-        let store = shown.clone();
-        tokio::spawn(async move {
-            let (mut conn, cmd) = (probe, ::redis::cmd("PING"));
-            let ping = cmd.query_async::<String>(&mut conn);
-            match tokio::time::timeout(CALL_TIMEOUT, ping).await {
-                Ok(Ok(_)) => tracing::info!(store = %store, "binding store connected"),
-                Ok(Err(e)) => {
-                    tracing::warn!(store = %store, error = %e, "binding store not reachable yet; runs go on without it")
-                }
-                Err(_) => {
-                    tracing::warn!(store = %store, "binding store not answering yet; runs go on without it")
-                }
-            }
-        });
-        Ok(Self {
-            manager,
+    pub(crate) fn new(settings: &RedisSettings, ttl: Duration) -> Result<Self, String> {
+        let shown = settings.shown.clone();
+        let connection =
+            Connection::new(settings, CALL_TIMEOUT).map_err(|e| format!("{shown}: {e}"))?;
+        let store = Self {
+            connection,
             ttl_s: ttl.as_secs().max(1),
+            getex: AtomicBool::new(true),
             paused_until: Mutex::new(None),
             shown,
-        })
+        };
+        Ok(store)
+    }
+
+    /// Connects now rather than on the first run, and says whether it worked.
+    pub(crate) async fn announce(&self) {
+        match self.ping().await {
+            Ok(()) => tracing::info!(store = %self.shown, "binding store connected"),
+            Err(e) => {
+                tracing::warn!(store = %self.shown, kind = e.kind().as_str(), error = %e, "binding store not reachable yet; runs go on without it")
+            }
+        }
     }
 
     /// `GETEX key EX ttl`: the binding, its life renewed.
@@ -176,11 +218,7 @@ impl RedisStore {
         agent: &str,
         thread_id: &ThreadId,
     ) -> Result<Option<ContextId>, Unavailable> {
-        let mut cmd = ::redis::cmd("GETEX");
-        cmd.arg(key(owner, agent, thread_id))
-            .arg("EX")
-            .arg(self.ttl_s);
-        let found: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
+        let found = self.get_renewed(&key(owner, agent, thread_id)).await?;
         Ok(found.map(ContextId::new))
     }
 
@@ -278,7 +316,10 @@ impl RedisStore {
     ) -> Result<Option<TaskId>, Unavailable> {
         let mut cmd = ::redis::cmd("HGET");
         cmd.arg(threads_key(owner, agent)).arg(thread_id.as_str());
-        let json: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
+        let json = self
+            .call(&cmd, CALL_TIMEOUT, true)
+            .await
+            .and_then(checked)?;
         Ok(json
             .and_then(|j| serde_json::from_str::<ThreadRecord>(&j).ok())
             .and_then(|r| r.task_id))
@@ -299,6 +340,14 @@ impl RedisStore {
             let mut cmd = ::redis::cmd("HSCAN");
             cmd.arg(&key).arg(cursor).arg("COUNT").arg(100);
             let (next, fields): (u64, Vec<String>) = self.call(&cmd, CALL_TIMEOUT, true).await?;
+            if fields.len() > 2 * 1000 {
+                return Err(Unavailable::broken_reply(
+                    "an HSCAN page far over its COUNT",
+                ));
+            }
+            if fields.iter().any(|f| f.len() > MAX_VALUE_BYTES) {
+                return Err(Unavailable::broken_reply("a thread record over the bound"));
+            }
             for pair in fields.chunks(2) {
                 if let [_, json] = pair {
                     out.extend(serde_json::from_str::<ThreadRecord>(json).ok());
@@ -319,20 +368,50 @@ impl RedisStore {
         agent: &str,
         context_id: &ContextId,
     ) -> Result<Option<(CallerId, ThreadId)>, Unavailable> {
-        let mut cmd = ::redis::cmd("GETEX");
-        cmd.arg(owner_key(agent, context_id))
-            .arg("EX")
-            .arg(self.ttl_s);
-        let raw: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
+        let raw = self.get_renewed(&owner_key(agent, context_id)).await?;
         Ok(raw.and_then(|r| serde_json::from_str(&r).ok()))
     }
 
-    /// Readiness: Redis answers `PING` within [`PING_TIMEOUT`]. Ignores the pause, and
-    /// lifts it when answered.
-    pub(crate) async fn ping(&self) -> Result<(), Unavailable> {
-        self.call::<String>(&::redis::cmd("PING"), PING_TIMEOUT, false)
+    /// `key`'s value, its life renewed: `GETEX key EX ttl`, or on a server that refuses
+    /// `GETEX`, `EXPIRE` then (when the key exists) `GET`.
+    async fn get_renewed(&self, key: &str) -> Result<Option<String>, Unavailable> {
+        if self.getex.load(Ordering::Relaxed) {
+            let mut cmd = ::redis::cmd("GETEX");
+            cmd.arg(key).arg("EX").arg(self.ttl_s);
+            match self.call::<Option<String>>(&cmd, CALL_TIMEOUT, true).await {
+                Err(Unavailable::Failed { reason, .. }) if refuses_getex(&reason) => {
+                    if self.getex.swap(false, Ordering::Relaxed) {
+                        tracing::info!(store = %self.shown, "the binding store refuses GETEX (Redis before 6.2, or an ACL): reads use EXPIRE and GET");
+                        // The refusal paused the store: it answered, so lift it.
+                        self.record(true);
+                    }
+                }
+                answer => return answer.and_then(checked),
+            }
+        }
+        let mut cmd = ::redis::cmd("EXPIRE");
+        cmd.arg(key).arg(self.ttl_s);
+        if self.call::<i64>(&cmd, CALL_TIMEOUT, true).await? == 0 {
+            return Ok(None);
+        }
+        let mut cmd = ::redis::cmd("GET");
+        cmd.arg(key);
+        self.call::<Option<String>>(&cmd, CALL_TIMEOUT, true)
             .await
-            .map(drop)
+            .and_then(checked)
+    }
+
+    /// Readiness: Redis answers `PING` within [`PING_TIMEOUT`] (in sentinel mode, after the
+    /// sentinels named the master). Ignores the pause, and lifts it when answered.
+    pub(crate) async fn ping(&self) -> Result<(), Unavailable> {
+        let ping = self.connection.ping();
+        let answer = match tokio::time::timeout(PING_TIMEOUT, ping).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Unavailable::of(&e)),
+            Err(_) => Err(timed_out(PING_TIMEOUT)),
+        };
+        self.record(answer.is_ok());
+        answer
     }
 
     /// One bounded call; a failure pauses the store, a success lifts the pause.
@@ -345,14 +424,10 @@ impl RedisStore {
         if respect_pause && self.is_paused() {
             return Err(Unavailable::Paused);
         }
-        let mut conn = self.manager.clone();
-        let result = match tokio::time::timeout(timeout, cmd.query_async::<T>(&mut conn)).await {
+        let result = match tokio::time::timeout(timeout, self.connection.query::<T>(cmd)).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(Unavailable::Failed(e.to_string())),
-            Err(_) => Err(Unavailable::Failed(format!(
-                "no answer within {} ms",
-                timeout.as_millis()
-            ))),
+            Ok(Err(e)) => Err(Unavailable::of(&e)),
+            Err(_) => Err(timed_out(timeout)),
         };
         self.record(result.is_ok());
         result
@@ -374,6 +449,31 @@ impl RedisStore {
         } else {
             *paused = Some(Instant::now() + PAUSE_AFTER_FAILURE);
         }
+    }
+}
+
+fn timed_out(after: Duration) -> Unavailable {
+    Unavailable::Failed {
+        kind: FailureKind::Timeout,
+        reason: format!("no answer within {} ms", after.as_millis()),
+    }
+}
+
+/// Whether a failed `GETEX` says the server does not take it (an unknown command: Redis
+/// before 6.2; or one this user may not run) rather than that the store failed.
+fn refuses_getex(reason: &str) -> bool {
+    let reason = reason.to_ascii_lowercase();
+    reason.contains("unknown command") || (reason.contains("noperm") && reason.contains("getex"))
+}
+
+/// A value no larger than the store writes.
+fn checked(value: Option<String>) -> Result<Option<String>, Unavailable> {
+    match value {
+        Some(v) if v.len() > MAX_VALUE_BYTES => Err(Unavailable::broken_reply(&format!(
+            "a value of {} bytes",
+            v.len()
+        ))),
+        v => Ok(v),
     }
 }
 

@@ -5,7 +5,6 @@
 //! without state, so only the binding store can carry a thread to its context.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use agui_a2a_gateway::app;
@@ -300,9 +299,7 @@ async fn two_replicas_on_one_redis_alternate_turns_in_one_context() {
 }
 
 /// Like `Gateway::start`, also handing back the store's error count.
-async fn gateway_counting_store_errors(
-    yaml: &str,
-) -> (Gateway, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+async fn gateway_counting_store_errors(yaml: &str) -> (Gateway, std::sync::Arc<app::StoreErrors>) {
     let file: FileConfig = serde_yaml_ng::from_str(yaml).unwrap();
     let over = Overrides {
         listen: Some("127.0.0.1:0".into()),
@@ -326,7 +323,7 @@ async fn runs_survive_a_redis_outage_and_bindings_return_with_redis() {
     await_ready(&gw.base, 200, Duration::from_secs(10)).await;
     let thread = format!("outage-{}", uuid::Uuid::new_v4());
     let context = finished_in(&run(&gw.base, &thread, "echo before", json!({})).await);
-    assert_eq!(errors.load(Ordering::Relaxed), 0);
+    assert_eq!(errors.total(), 0);
 
     redis.kill();
     // Runs that carry their context go on, in that context, without waiting on the store.
@@ -345,14 +342,12 @@ async fn runs_survive_a_redis_outage_and_bindings_return_with_redis() {
         "{:?}",
         started.elapsed()
     );
-    assert!(
-        errors.load(Ordering::Relaxed) >= 1,
-        "failed store calls are counted"
-    );
+    assert!(errors.total() >= 1, "failed store calls are counted");
     let (status, body) = readyz(&gw.base).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["status"], "not_ready");
-    assert_eq!(body["bindingStore"]["kind"], "redis", "{body}");
+    assert_eq!(body["bindingStore"]["store"], "redis", "{body}");
+    assert_eq!(body["bindingStore"]["kind"], "connection", "{body}");
     assert_eq!(body["agents"], json!([]), "{body}");
     assert!(
         !body.to_string().contains("127.0.0.1"),
@@ -383,7 +378,8 @@ async fn the_gateway_starts_with_redis_down_and_connects_when_it_comes() {
     let thread = format!("late-{}", uuid::Uuid::new_v4());
     let context = finished_in(&run(&gw.base, &thread, "echo early", json!({})).await);
     let body = await_ready(&gw.base, 503, Duration::from_secs(5)).await;
-    assert_eq!(body["bindingStore"]["kind"], "redis", "{body}");
+    assert_eq!(body["bindingStore"]["store"], "redis", "{body}");
+    assert_eq!(body["bindingStore"]["kind"], "connection", "{body}");
     let redis = RedisServer::start_on(port).await;
     await_ready(&gw.base, 200, Duration::from_secs(5)).await;
     // The binding of the run before Redis came was lost, not the ones after.
@@ -412,7 +408,7 @@ async fn a_hung_redis_costs_a_run_at_most_the_call_timeout() {
     let started = Instant::now();
     let (status, body) = readyz(&gw.base).await;
     assert_eq!(status, 503, "{body}");
-    assert_eq!(body["bindingStore"]["kind"], "redis");
+    assert_eq!(body["bindingStore"]["kind"], "timeout", "{body}");
     assert!(
         started.elapsed() < Duration::from_millis(1500),
         "{:?}",
