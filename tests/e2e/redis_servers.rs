@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use crate::pki::CertKey;
 
-/// The commands the gateway's ACL user needs on a standalone Redis (or a Sentinel's data
-/// nodes, plus [`SENTINEL_DATA_COMMANDS`]): every binding store call (`GETEX`, `GET` +
+/// The commands the gateway's ACL user needs on a standalone Redis (a Sentinel's data nodes
+/// also need `ROLE`: redis-rs checks the master it was given with it): every binding store call (`GETEX`, `GET` +
 /// `EXPIRE` where `GETEX` is missing, `SET`, `DEL`, `HSET`, `HGET`, `HSCAN`, `EXPIRE`), the
 /// readiness `PING`, and what a client sends on connecting (`AUTH`/`HELLO`, which Redis lets
 /// through anyway, and `CLIENT SETINFO`, whose answer redis-rs ignores, Redis 7.2+ only:
@@ -39,8 +39,6 @@ pub const GATEWAY_COMMANDS: &[&str] = &[
 /// What a Redis Cluster adds for a cluster client: the slot map (`CLUSTER SLOTS`, read by
 /// redis-rs) and `ASKING` (sent on an `-ASK` redirect while a slot migrates).
 pub const CLUSTER_COMMANDS: &[&str] = &["cluster|slots", "asking"];
-/// What a Sentinel client sends to the master it was given (redis-rs checks its `ROLE`).
-pub const SENTINEL_DATA_COMMANDS: &[&str] = &["role"];
 
 /// The name the sentinels of [`RedisSentinel`] monitor.
 pub const MASTER_NAME: &str = "mymaster";
@@ -237,8 +235,8 @@ impl RedisNode {
             if let Some(master) = options.replica_of {
                 conf.push(format!("replicaof 127.0.0.1 {master}"));
             }
-            if let Some(node) = Self::spawn("redis-server", "redis.conf", dir, port, conf, &cli_tls)
-                .await
+            if let Some(node) =
+                Self::spawn("redis-server", "redis.conf", dir, port, conf, &cli_tls).await
             {
                 return node;
             }
@@ -263,7 +261,9 @@ impl RedisNode {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {binary} ({e}): `bash scripts/test` installs it"));
+            .unwrap_or_else(|e| {
+                panic!("cannot run {binary} ({e}): `bash scripts/test` installs it")
+            });
         let mut node = Self {
             port,
             dir,
@@ -299,7 +299,11 @@ impl RedisNode {
 
     /// `redis://127.0.0.1:PORT/0`, or `rediss://` for a TLS server.
     pub fn url(&self) -> String {
-        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         format!("{scheme}://127.0.0.1:{}/0", self.port)
     }
 
@@ -319,7 +323,10 @@ impl RedisNode {
                 None => cmd.arg("--insecure"),
             };
             if let Some(client) = &tls.client {
-                cmd.arg("--cert").arg(&client.cert).arg("--key").arg(&client.key);
+                cmd.arg("--cert")
+                    .arg(&client.cert)
+                    .arg("--key")
+                    .arg(&client.key);
             }
         }
         if let Some((user, pass)) = user {
@@ -336,7 +343,9 @@ impl RedisNode {
             .map_err(|e| format!("cannot run redis-cli ({e}): `bash scripts/test` installs it"))?;
         let stdout = String::from_utf8_lossy(&out.stdout).trim_end().to_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).trim_end().to_owned();
-        if !out.status.success() || is_error_reply(&stdout) || stdout.is_empty() && !stderr.is_empty()
+        if !out.status.success()
+            || is_error_reply(&stdout)
+            || stdout.is_empty() && !stderr.is_empty()
         {
             return Err(format!("{stdout}{stderr}"));
         }
@@ -350,7 +359,12 @@ impl RedisNode {
     }
 
     /// Like [`RedisNode::try_cli`] as ACL user `user`.
-    pub async fn try_cli_as(&self, user: &str, pass: &str, args: &[&str]) -> Result<String, String> {
+    pub async fn try_cli_as(
+        &self,
+        user: &str,
+        pass: &str,
+        args: &[&str],
+    ) -> Result<String, String> {
         Self::run_cli(self.cli_command(Some((user, pass)), args)).await
     }
 
@@ -567,7 +581,10 @@ impl RedisCluster {
     }
 
     fn live(&self) -> impl Iterator<Item = (usize, &RedisNode)> {
-        self.nodes.iter().enumerate().filter(|(_, n)| n.is_running())
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.is_running())
     }
 
     /// Every live node says `cluster_state:ok`, sees 3 masters covering all slots, each with
@@ -591,7 +608,10 @@ impl RedisCluster {
                     .map(|(a, b)| u32::from(b - a) + 1)
                     .sum();
                 if masters.len() != 3 || covered != 16384 {
-                    return Err(format!("node {i} sees {} masters, {covered} slots", masters.len()));
+                    return Err(format!(
+                        "node {i} sees {} masters, {covered} slots",
+                        masters.len()
+                    ));
                 }
                 for m in &masters {
                     if !live_ports.contains(&m.port) || m.failing() {
@@ -787,7 +807,10 @@ impl RedisSentinel {
                     if field(&fields, "flags") != Some("slave")
                         || field(&fields, "master-link-status") != Some("ok")
                     {
-                        return Err(format!("sentinel {} sees the replica as {fields:?}", s.port));
+                        return Err(format!(
+                            "sentinel {} sees the replica as {fields:?}",
+                            s.port
+                        ));
                     }
                 }
                 Ok(())
@@ -838,17 +861,21 @@ impl RedisSentinel {
 
     /// The index in [`RedisSentinel::data`] of the master every sentinel reports.
     pub async fn master(&self) -> usize {
-        let port = poll("the sentinels agree on the master", Duration::from_secs(10), async || {
-            let mut ports = Vec::new();
-            for s in &self.sentinels {
-                ports.push(self.reported_master(s).await?);
-            }
-            ports.dedup();
-            match ports[..] {
-                [one] => Ok(one),
-                _ => Err(format!("{ports:?}")),
-            }
-        })
+        let port = poll(
+            "the sentinels agree on the master",
+            Duration::from_secs(10),
+            async || {
+                let mut ports = Vec::new();
+                for s in &self.sentinels {
+                    ports.push(self.reported_master(s).await?);
+                }
+                ports.dedup();
+                match ports[..] {
+                    [one] => Ok(one),
+                    _ => Err(format!("{ports:?}")),
+                }
+            },
+        )
         .await;
         self.data.iter().position(|n| n.port == port).unwrap()
     }
@@ -882,7 +909,10 @@ impl RedisSentinel {
             },
         )
         .await;
-        eprintln!("sentinel: {port} is master {:?} after SENTINEL FAILOVER", started.elapsed());
+        eprintln!(
+            "sentinel: {port} is master {:?} after SENTINEL FAILOVER",
+            started.elapsed()
+        );
         new
     }
 
@@ -904,7 +934,11 @@ impl RedisSentinel {
             },
         )
         .await;
-        eprintln!("sentinel: {} a replica again {:?} later", node.port, started.elapsed());
+        eprintln!(
+            "sentinel: {} a replica again {:?} later",
+            node.port,
+            started.elapsed()
+        );
     }
 
     /// `GET key` on the current master.
@@ -924,5 +958,8 @@ fn pairs(raw: &str) -> Vec<(String, String)> {
 }
 
 fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
 }

@@ -160,7 +160,11 @@ async fn assert_thread_continues(gw: &Gateway, redis: &RedisNode, tag: &str) -> 
     let t = thread(tag);
     let context = turn(gw, &t).await;
     assert_ne!(context, t);
-    assert_eq!(turn(gw, &t).await, context, "the second turn found the binding");
+    assert_eq!(
+        turn(gw, &t).await,
+        context,
+        "the second turn found the binding"
+    );
     assert_eq!(redis.get(&key(&t)).await.as_deref(), Some(context.as_str()));
     let ttl = redis.ttl(&key(&t)).await;
     assert!((1..=TTL_S).contains(&ttl), "ttl {ttl}");
@@ -214,12 +218,20 @@ async fn without_its_client_certificate_the_gateway_is_refused_and_says_so() {
         false,
     )
     .await;
-    let problem = wait_store_named(&gw.base, "tls", &["certificate"], Duration::from_secs(10)).await;
+    let problem =
+        wait_store_named(&gw.base, "tls", &["certificate"], Duration::from_secs(10)).await;
     eprintln!("no client certificate: {problem}");
     let started = Instant::now();
     turn_within(&gw.base, &thread("no-cert"), Duration::from_secs(5)).await;
     eprintln!("a run without the store took {:?}", started.elapsed());
-    assert!(store_errors(&gw.base).await.get("tls").copied().unwrap_or(0) >= 1);
+    assert!(
+        store_errors(&gw.base)
+            .await
+            .get("tls")
+            .copied()
+            .unwrap_or(0)
+            >= 1
+    );
 }
 
 /// A gateway on a TLS Redis it must not trust: `/readyz` names the TLS problem (`words`),
@@ -253,7 +265,11 @@ async fn refused_server_is_named(
     let first = turn_within(&gw.base, &t, Duration::from_secs(5)).await;
     let second = turn_within(&gw.base, &t, Duration::from_secs(5)).await;
     assert_ne!(first, second, "no store: each run is a new conversation");
-    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
     let errors = store_errors(&gw.base).await;
     assert!(errors.get("tls").copied().unwrap_or(0) >= 1, "{errors:?}");
     // Nothing reached Redis.
@@ -263,8 +279,13 @@ async fn refused_server_is_named(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_ca_is_named_in_readyz_and_runs_go_on() {
     let pki = Pki::create();
-    refused_server_is_named(&pki, &pki.server, &pki.unknown_ca_root, &["certificate", "unknown"])
-        .await;
+    refused_server_is_named(
+        &pki,
+        &pki.server,
+        &pki.unknown_ca_root,
+        &["certificate", "unknown"],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -289,9 +310,13 @@ async fn a_certificate_for_another_name_needs_tls_server_name() {
         false,
     )
     .await;
-    let problem =
-        wait_store_named(&unnamed.base, "tls", &["certificate", "name"], Duration::from_secs(10))
-            .await;
+    let problem = wait_store_named(
+        &unnamed.base,
+        "tls",
+        &["certificate", "name"],
+        Duration::from_secs(10),
+    )
+    .await;
     eprintln!("another name's certificate: {problem}");
     turn_within(&unnamed.base, &thread("unnamed"), Duration::from_secs(5)).await;
 }
@@ -326,7 +351,11 @@ async fn an_acl_user_with_only_the_listed_commands_serves_every_store_call() {
         json!([{"message": "approve"}, {"resume": {"status": "resolved", "payload": "yes"}}]),
     )
     .await;
-    assert_eq!(steps[1]["state"]["a2a"]["task"]["state"], "completed", "{}", steps[1]);
+    assert_eq!(
+        steps[1]["state"]["a2a"]["task"]["state"], "completed",
+        "{}",
+        steps[1]
+    );
     let listed = thread("acl-listed");
     drive_message(&gw.agent_url("old"), &listed, "approve").await;
     let list: Value = reqwest::get(format!("{}/threads", gw.agent_url("old")))
@@ -351,19 +380,34 @@ async fn an_acl_user_with_only_the_listed_commands_serves_every_store_call() {
 
     // Nothing was denied, nothing failed.
     let denied = redis.acl_log().await;
-    assert!(denied.trim().is_empty(), "ACL LOG: the gateway needed more:\n{denied}");
+    assert!(
+        denied.trim().is_empty(),
+        "ACL LOG: the gateway needed more:\n{denied}"
+    );
     let errors = store_errors(&gw.base).await;
     assert_eq!(total(&errors), 0, "{errors:?}");
     let keys = redis.cli(&["KEYS", "*"]).await;
     assert!(!keys.trim().is_empty());
     for k in keys.lines() {
-        assert!(k.starts_with("agui-a2a-gateway:"), "a key outside the prefix: {k}");
+        assert!(
+            k.starts_with("agui-a2a-gateway:"),
+            "a key outside the prefix: {k}"
+        );
     }
     // ... and the rule is a real limit.
     let as_gateway = async |args: &[&str]| redis.try_cli_as("gateway", &password, args).await;
-    assert!(as_gateway(&["SET", "other:key", "1"]).await.unwrap_err().starts_with("NOPERM"));
-    assert!(as_gateway(&["KEYS", "*"]).await.unwrap_err().starts_with("NOPERM"));
-    assert!(as_gateway(&["FLUSHALL"]).await.unwrap_err().starts_with("NOPERM"));
+    assert!(as_gateway(&["SET", "other:key", "1"])
+        .await
+        .unwrap_err()
+        .starts_with("NOPERM"));
+    assert!(as_gateway(&["KEYS", "*"])
+        .await
+        .unwrap_err()
+        .starts_with("NOPERM"));
+    assert!(as_gateway(&["FLUSHALL"])
+        .await
+        .unwrap_err()
+        .starts_with("NOPERM"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -402,10 +446,18 @@ async fn a_rotated_password_is_read_from_its_file_without_a_restart() {
     let right_after = turn(&gw, &probe).await;
     eprintln!(
         "the run right after CLIENT KILL {} its thread",
-        if right_after == probe_context { "continued" } else { "LOST" }
+        if right_after == probe_context {
+            "continued"
+        } else {
+            "LOST"
+        }
     );
     wait_store_ok(&gw.base, Duration::from_secs(10)).await;
-    assert_eq!(turn(&gw, &t).await, context, "no restart: the thread continues");
+    assert_eq!(
+        turn(&gw, &t).await,
+        context,
+        "no restart: the thread continues"
+    );
     assert_eq!(turn(&gw, &t).await, context);
     let errors = store_errors(&gw.base).await;
     eprintln!("store errors after the rotation: {errors:?}");
@@ -413,7 +465,13 @@ async fn a_rotated_password_is_read_from_its_file_without_a_restart() {
     // The server rotates and the file lags: named in /readyz, runs go on; the file follows:
     // the store is back, the thread continues.
     redis
-        .cli(&["ACL", "SETUSER", "gateway", "resetpass", &format!(">{three}")])
+        .cli(&[
+            "ACL",
+            "SETUSER",
+            "gateway",
+            "resetpass",
+            &format!(">{three}"),
+        ])
         .await;
     redis.cli(&["CLIENT", "KILL", "USER", "gateway"]).await;
     let problem = wait_store_named(&gw.base, "auth", &[], Duration::from_secs(10)).await;
@@ -421,7 +479,14 @@ async fn a_rotated_password_is_read_from_its_file_without_a_restart() {
         assert!(!problem.to_string().contains(secret), "{problem}");
     }
     turn_within(&gw.base, &thread("lagging"), Duration::from_secs(5)).await;
-    assert!(store_errors(&gw.base).await.get("auth").copied().unwrap_or(0) >= 1);
+    assert!(
+        store_errors(&gw.base)
+            .await
+            .get("auth")
+            .copied()
+            .unwrap_or(0)
+            >= 1
+    );
     std::fs::write(&file, three).unwrap();
     wait_store_ok(&gw.base, Duration::from_secs(10)).await;
     assert_eq!(turn(&gw, &t).await, context);
@@ -448,7 +513,10 @@ async fn without_getex_the_fallback_keeps_expiry() {
     redis.cli(&["EXPIRE", &key(&t), "30"]).await;
     assert_eq!(turn(&gw, &t).await, context);
     let ttl = redis.ttl(&key(&t)).await;
-    assert!((31..=TTL_S).contains(&ttl), "renewed by the read: ttl {ttl}");
+    assert!(
+        (31..=TTL_S).contains(&ttl),
+        "renewed by the read: ttl {ttl}"
+    );
     let errors = store_errors(&gw.base).await;
     eprintln!("store errors without GETEX: {errors:?}");
 }
@@ -482,18 +550,27 @@ async fn a_cluster_behind_two_replicas_carries_threads_across_them() {
         let context = turn(&a, &t).await;
         assert_eq!(turn(&b, &t).await, context, "turn 2 on the other replica");
         assert_eq!(turn(&a, &t).await, context, "turn 3");
-        assert_eq!(cluster.get(&key(&t)).await.as_deref(), Some(context.as_str()));
+        assert_eq!(
+            cluster.get(&key(&t)).await.as_deref(),
+            Some(context.as_str())
+        );
         let ttl = cluster.ttl(&key(&t)).await;
         assert!((1..=TTL_S).contains(&ttl), "ttl {ttl}");
         masters.insert(cluster.master_for(&key(&t)).await);
     }
-    assert!(masters.len() >= 2, "the threads' keys spread over the masters");
+    assert!(
+        masters.len() >= 2,
+        "the threads' keys spread over the masters"
+    );
     for gw in [&a, &b] {
         let errors = store_errors(&gw.base).await;
         assert_eq!(total(&errors), 0, "{errors:?}");
     }
     let denied = cluster.acl_logs().await;
-    assert!(denied.is_empty(), "ACL LOG: the gateway needed more: {denied:?}");
+    assert!(
+        denied.is_empty(),
+        "ACL LOG: the gateway needed more: {denied:?}"
+    );
 }
 
 /// A load on `gw` until `stop`: new threads, one run each; `(thread, context, ended)` of
@@ -566,7 +643,10 @@ async fn a_cluster_failover_under_load_loses_no_acknowledged_binding() {
     stop.store(true, Ordering::Relaxed);
     let (loaded, longest) = end_load(load).await;
     assert!(longest < Duration::from_secs(5), "a run waited {longest:?}");
-    let acknowledged: Vec<_> = loaded.iter().filter(|(_, _, ended)| *ended < switch).collect();
+    let acknowledged: Vec<_> = loaded
+        .iter()
+        .filter(|(_, _, ended)| *ended < switch)
+        .collect();
     eprintln!(
         "cluster failover: {} runs under load, {} before the switch, longest {longest:?}, \
          store errors {:?}",
@@ -577,6 +657,7 @@ async fn a_cluster_failover_under_load_loses_no_acknowledged_binding() {
     assert!(!acknowledged.is_empty(), "the load ran before the switch");
     for (t, c) in before
         .iter()
+        .map(|(t, c)| (t, c))
         .chain(acknowledged.iter().map(|(t, c, _)| (t, c)))
     {
         assert_eq!(&turn(&gw, t).await, c, "{t} after the failover");
@@ -651,7 +732,10 @@ async fn a_sentinel_failover_under_load_keeps_the_bindings() {
     let before = bind_threads(&gw, "before", 8).await;
     let old = setup.master().await;
     for (t, c) in &before {
-        assert_eq!(setup.data[old].get(&key(t)).await.as_deref(), Some(c.as_str()));
+        assert_eq!(
+            setup.data[old].get(&key(t)).await.as_deref(),
+            Some(c.as_str())
+        );
     }
     // SENTINEL FAILOVER does not wait for the replica: what it holds is what survives.
     assert_eq!(setup.data[old].cli(&["WAIT", "1", "5000"]).await, "1");
@@ -711,7 +795,12 @@ impl GatewayProcess {
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
             .arg("--config")
             .arg(&config)
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--log-format", "json"])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--log-format",
+                "json",
+            ])
             .env("RUST_LOG", "trace")
             .stdout(std::fs::File::create(dir.join("gateway.out")).unwrap())
             .stderr(std::fs::File::create(dir.join("gateway.log")).unwrap())
@@ -770,11 +859,20 @@ async fn no_redis_password_or_client_key_shows_in_logs_or_answers() {
         contexts.push(finished_in(&events));
         answers.push(serde_json::to_string(&events).unwrap());
     }
-    assert_eq!(contexts[0], contexts[1], "the store works through the binary");
+    assert_eq!(
+        contexts[0], contexts[1],
+        "the store works through the binary"
+    );
 
     // An auth failure (the server rotated first) and its recovery, both logged.
     redis
-        .cli(&["ACL", "SETUSER", "gateway", "resetpass", &format!(">{rotated}")])
+        .cli(&[
+            "ACL",
+            "SETUSER",
+            "gateway",
+            "resetpass",
+            &format!(">{rotated}"),
+        ])
         .await;
     redis.cli(&["CLIENT", "KILL", "USER", "gateway"]).await;
     let problem = wait_store_named(&gw.base, "auth", &[], Duration::from_secs(15)).await;
@@ -804,10 +902,19 @@ async fn no_redis_password_or_client_key_shows_in_logs_or_answers() {
         .filter(|l| !l.starts_with("-----") && !l.trim().is_empty())
         .collect();
     let mut secrets = vec![token.clone(), rotated.clone(), body_lines.concat()];
-    secrets.extend(body_lines.iter().filter(|l| l.len() >= 16).map(|l| (*l).to_owned()));
+    secrets.extend(
+        body_lines
+            .iter()
+            .filter(|l| l.len() >= 16)
+            .map(|l| (*l).to_owned()),
+    );
     let log = gw.log();
     assert!(log.contains(r#""level":"DEBUG""#), "{}", tail(&log, 2000));
-    assert!(log.contains(&t), "the runs are in the log: {}", tail(&log, 2000));
+    assert!(
+        log.contains(&t),
+        "the runs are in the log: {}",
+        tail(&log, 2000)
+    );
     for secret in &secrets {
         for (what, text) in answers
             .iter()
@@ -886,17 +993,31 @@ async fn harness_acl_user_and_renamed_command() {
     let knows_setinfo = redis.knows("client|setinfo").await;
     assert_eq!(rule.contains("client|setinfo"), knows_setinfo, "{rule}");
     let as_gw = async |args: &[&str]| redis.try_cli_as("gateway", "pw", args).await;
-    assert_eq!(as_gw(&["SET", "agui-a2a-gateway:x", "1"]).await.unwrap(), "OK");
     assert_eq!(
-        as_gw(&["GETEX", "agui-a2a-gateway:x", "EX", "10"]).await.unwrap(),
+        as_gw(&["SET", "agui-a2a-gateway:x", "1"]).await.unwrap(),
+        "OK"
+    );
+    assert_eq!(
+        as_gw(&["GETEX", "agui-a2a-gateway:x", "EX", "10"])
+            .await
+            .unwrap(),
         "1"
     );
-    assert!(as_gw(&["GET", "other"]).await.unwrap_err().starts_with("NOPERM"));
-    assert!(as_gw(&["FLUSHALL"]).await.unwrap_err().starts_with("NOPERM"));
+    assert!(as_gw(&["GET", "other"])
+        .await
+        .unwrap_err()
+        .starts_with("NOPERM"));
+    assert!(as_gw(&["FLUSHALL"])
+        .await
+        .unwrap_err()
+        .starts_with("NOPERM"));
     assert!(as_gw(&["SUBSCRIBE", "agui-a2a-gateway:c"]).await.is_err());
     let log = redis.acl_log().await;
     assert!(log.contains("NOPERM") || log.contains("reason"), "{log}");
-    assert!(redis.try_cli_as("gateway", "wrong", &["PING"]).await.is_err());
+    assert!(redis
+        .try_cli_as("gateway", "wrong", &["PING"])
+        .await
+        .is_err());
 
     let renamed = RedisNode::start(&ServerOptions {
         renamed_away: vec!["GETEX".into()],
@@ -913,7 +1034,12 @@ async fn harness_cluster_forms_fails_over_and_promotes() {
     let mut cluster = RedisCluster::start(vec![]).await;
     for i in 0..30 {
         let k = format!("agui-a2a-gateway:harness:{i}");
-        assert_eq!(cluster.nodes[0].cli(&["-c", "SET", &k, &i.to_string()]).await, "OK");
+        assert_eq!(
+            cluster.nodes[0]
+                .cli(&["-c", "SET", &k, &i.to_string()])
+                .await,
+            "OK"
+        );
     }
     let k = "agui-a2a-gateway:harness:0";
     let master = cluster.master_for(k).await;
@@ -923,7 +1049,10 @@ async fn harness_cluster_forms_fails_over_and_promotes() {
     assert_eq!(cluster.get(k).await.as_deref(), Some("0"));
     cluster.sync_replicas().await;
     let promoted = cluster.kill_master(replica).await;
-    assert_eq!(promoted, master, "the old master, now its replica, took over again");
+    assert_eq!(
+        promoted, master,
+        "the old master, now its replica, took over again"
+    );
     assert_eq!(cluster.master_for(k).await, master);
     for i in 0..30 {
         let k = format!("agui-a2a-gateway:harness:{i}");
@@ -940,7 +1069,12 @@ async fn harness_sentinel_failover_completes() {
     let new = setup.failover().await;
     assert_eq!(new, 1);
     assert_eq!(setup.get("agui-a2a-gateway:k").await.as_deref(), Some("v"));
-    assert_eq!(setup.data[1].cli(&["SET", "agui-a2a-gateway:k2", "v2"]).await, "OK");
+    assert_eq!(
+        setup.data[1]
+            .cli(&["SET", "agui-a2a-gateway:k2", "v2"])
+            .await,
+        "OK"
+    );
     setup.wait_replica(0).await;
     let err = setup.data[0]
         .try_cli(&["SET", "agui-a2a-gateway:k3", "v"])
