@@ -343,6 +343,10 @@ impl RedisNode {
             .map_err(|e| format!("cannot run redis-cli ({e}): `bash scripts/test` installs it"))?;
         let stdout = String::from_utf8_lossy(&out.stdout).trim_end().to_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).trim_end().to_owned();
+        // redis-cli goes on after a refused AUTH, as the default user: not an answer.
+        if stderr.contains("AUTH failed") {
+            return Err(stderr);
+        }
         if !out.status.success()
             || is_error_reply(&stdout)
             || stdout.is_empty() && !stderr.is_empty()

@@ -979,7 +979,8 @@ async fn harness_tls_servers_take_redis_cli_with_their_ca() {
         .unwrap();
     let said = String::from_utf8_lossy(&verified.stdout).into_owned()
         + &String::from_utf8_lossy(&verified.stderr);
-    assert!(said.contains("expired"), "{said}");
+    // (OpenSSL's reason, "certificate has expired", is not in redis-cli's message.)
+    assert!(said.contains("certificate verify failed"), "{said}");
 
     let other = RedisNode::start(&pki_tls(&pki, &pki.other_name, false)).await;
     // redis-cli checks the chain, not the name.
