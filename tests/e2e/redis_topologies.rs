@@ -573,13 +573,14 @@ async fn a_cluster_behind_two_replicas_carries_threads_across_them() {
     );
 }
 
+/// A run of the load: its thread, its context, when it ended.
+type Ran = (String, String, Instant);
+/// The load's workers: what each ran, and its longest run.
+type Load = Vec<tokio::task::JoinHandle<(Vec<Ran>, Duration)>>;
+
 /// A load on `gw` until `stop`: new threads, one run each; `(thread, context, ended)` of
 /// each run, and the longest run.
-fn start_load(
-    gw: &Gateway,
-    workers: usize,
-    stop: &Arc<AtomicBool>,
-) -> Vec<tokio::task::JoinHandle<(Vec<(String, String, Instant)>, Duration)>> {
+fn start_load(gw: &Gateway, workers: usize, stop: &Arc<AtomicBool>) -> Load {
     (0..workers)
         .map(|w| {
             let (base, stop) = (gw.base.clone(), stop.clone());
@@ -598,9 +599,7 @@ fn start_load(
         .collect()
 }
 
-async fn end_load(
-    load: Vec<tokio::task::JoinHandle<(Vec<(String, String, Instant)>, Duration)>>,
-) -> (Vec<(String, String, Instant)>, Duration) {
+async fn end_load(load: Load) -> (Vec<Ran>, Duration) {
     let (mut all, mut longest) = (Vec::new(), Duration::ZERO);
     for worker in load {
         let (done, l) = worker.await.expect("every run of the load ended");
@@ -792,7 +791,7 @@ impl GatewayProcess {
         let port = free_port();
         let config = dir.join("gateway.yaml");
         std::fs::write(&config, yaml).unwrap();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
             .arg("--config")
             .arg(&config)
             .args([
@@ -808,21 +807,29 @@ impl GatewayProcess {
             .spawn()
             .expect("start the gateway binary");
         let base = format!("http://127.0.0.1:{port}");
-        let gw = Self {
-            base,
-            dir: dir.to_owned(),
-            _child: child,
+        let log = |dir: &std::path::Path| {
+            std::fs::read_to_string(dir.join("gateway.log")).unwrap_or_default()
+                + &std::fs::read_to_string(dir.join("gateway.out")).unwrap_or_default()
         };
         wait_until(
             "the gateway process answers",
             Duration::from_secs(20),
-            async || match reqwest::get(format!("{}/readyz", gw.base)).await {
-                Ok(_) => Ok(()),
-                Err(e) => Err(format!("{e}; log: {}", tail(&gw.log(), 1500))),
+            async || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("the gateway exited ({status}): {}", tail(&log(dir), 1500));
+                }
+                match reqwest::get(format!("{base}/readyz")).await {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(format!("{e}; log: {}", tail(&log(dir), 1500))),
+                }
             },
         )
         .await;
-        gw
+        Self {
+            base,
+            dir: dir.to_owned(),
+            _child: child,
+        }
     }
 
     fn log(&self) -> String {
