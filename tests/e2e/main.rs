@@ -22,6 +22,8 @@ mod ops;
 mod pki;
 mod readme;
 mod redis;
+mod redis_servers;
+mod redis_topologies;
 mod sessions;
 mod support;
 mod threads;

@@ -139,7 +139,7 @@ fn free_port() -> u16 {
 }
 
 /// The gateway's key for the anonymous caller's thread on agent `ref`.
-fn key(thread: &str) -> String {
+pub fn key(thread: &str) -> String {
     format!("agui-a2a-gateway:binding:anonymous:ref:{thread}")
 }
 
@@ -154,7 +154,7 @@ fn config(store: &str) -> String {
 
 /// One run without state: `extra` is merged into the body (`state`, `forwardedProps`).
 /// Returns the SSE events.
-async fn run(gw: &str, thread: &str, text: &str, extra: Value) -> Vec<Value> {
+pub async fn run(gw: &str, thread: &str, text: &str, extra: Value) -> Vec<Value> {
     let id = uuid::Uuid::new_v4();
     let mut body = json!({
         "threadId": thread,
@@ -179,7 +179,7 @@ async fn run(gw: &str, thread: &str, text: &str, extra: Value) -> Vec<Value> {
 }
 
 /// The run finished successfully; its contextId (`RUN_STARTED.metadata.a2a.contextId`).
-fn finished_in(events: &[Value]) -> String {
+pub fn finished_in(events: &[Value]) -> String {
     let types: Vec<_> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(types.first(), Some(&"RUN_STARTED"), "{types:?}");
     let last = events.last().unwrap();
@@ -204,7 +204,7 @@ fn task_of(events: &[Value]) -> String {
         .to_owned()
 }
 
-async fn readyz(gw: &str) -> (u16, Value) {
+pub async fn readyz(gw: &str) -> (u16, Value) {
     let resp = reqwest::get(format!("{gw}/readyz")).await.unwrap();
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap())
