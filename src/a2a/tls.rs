@@ -401,44 +401,54 @@ impl ServerCertVerifier for VerifyAs {
 /// Why a TLS handshake failed, in the operator's terms, if `e` (or an error it wraps) is a
 /// TLS error. Names settings to check; never shows certificate or key material.
 pub fn explain(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    explain_for(e, "the agent")
+    explain_for(
+        e,
+        "the agent",
+        "the OS store, the built-in roots, tls.ca_file",
+    )
 }
 
-/// [`explain`], naming `peer` (the agent, the Redis server) as the one that refused.
-pub(crate) fn explain_for(e: &(dyn std::error::Error + 'static), peer: &str) -> Option<String> {
-    tls_error(e).map(|e| reason(e, peer))
+/// [`explain`], naming `peer` (the agent, the Redis server) as the one that refused and
+/// `roots` as what it trusts.
+pub(crate) fn explain_for(
+    e: &(dyn std::error::Error + 'static),
+    peer: &str,
+    roots: &str,
+) -> Option<String> {
+    tls_error(e).map(|e| reason(e, peer, roots))
 }
 
 /// The TLS error in `e`'s chain: in a source, or wrapped in an `io::Error` (tokio-rustls
 /// wraps it in one, hyper-rustls that in another; `io::Error::source` skips the wrapped
-/// error itself, so each is opened).
+/// error itself, so each is opened), or shared in an `Arc` (the `redis` crate's errors hand
+/// theirs on as `Arc<dyn Error>`, which no downcast sees through, so it is opened too).
 fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    type Shared = Arc<dyn std::error::Error + Send + Sync>;
     let mut next = Some(e);
     while let Some(e) = next {
         if let Some(tls) = e.downcast_ref::<rustls::Error>() {
             return Some(tls);
         }
-        if let Some(inner) = e
+        let wrapped: Option<&(dyn std::error::Error + 'static)> = e
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
-        {
-            if let Some(tls) = tls_error(inner) {
-                return Some(tls);
-            }
+            .map(|inner| inner as _)
+            .or_else(|| e.downcast_ref::<Shared>().map(|shared| &**shared as _));
+        if let Some(tls) = wrapped.and_then(tls_error) {
+            return Some(tls);
         }
         next = e.source();
     }
     None
 }
 
-fn reason(e: &rustls::Error, peer: &str) -> String {
+fn reason(e: &rustls::Error, peer: &str, roots: &str) -> String {
     use rustls::AlertDescription as Alert;
     match e {
         rustls::Error::InvalidCertificate(c) => match c {
-            CertificateError::UnknownIssuer => format!(
-                "TLS: {peer}'s certificate is not signed by a trusted CA (the OS store, the \
-                 built-in roots, tls.ca_file)"
-            ),
+            CertificateError::UnknownIssuer => {
+                format!("TLS: {peer}'s certificate is signed by an unknown CA (trusted: {roots})")
+            }
             CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
                 format!("TLS: {peer}'s certificate has expired")
             }
@@ -502,7 +512,7 @@ mod tests {
         let wrapped = std::io::Error::new(std::io::ErrorKind::InvalidData, unknown);
         let wrapped = std::io::Error::other(wrapped);
         let shown = explain(&wrapped).unwrap();
-        assert!(shown.contains("not signed by a trusted CA"), "{shown}");
+        assert!(shown.contains("signed by an unknown CA"), "{shown}");
         let alert = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
         assert!(explain(&alert).unwrap().contains("tls.client_cert"));
         let name = rustls::Error::InvalidCertificate(CertificateError::NotValidForName);

@@ -145,7 +145,11 @@ impl Unavailable {
     fn of(e: &::redis::RedisError) -> Self {
         let kind = FailureKind::of(e);
         let reason = match kind {
-            FailureKind::Tls => crate::a2a::tls::explain_for(e, "the Redis server"),
+            FailureKind::Tls => crate::a2a::tls::explain_for(
+                e,
+                "the Redis server",
+                "tls.ca_file, or the OS store without it",
+            ),
             _ => None,
         };
         Self::Failed {

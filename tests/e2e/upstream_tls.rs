@@ -149,7 +149,7 @@ async fn refused_handshakes_are_named_in_readyz_and_in_the_run_error() {
             tls(&pki, Some(&pki.foreign_client)),
             "client certificate",
         ),
-        (&unknown, tls(&pki, None), "not signed by a trusted CA"),
+        (&unknown, tls(&pki, None), "signed by an unknown CA"),
         (&expired, tls(&pki, None), "expired"),
     ];
     for (i, (agent, tls, reason)) in cases.into_iter().enumerate() {
