@@ -14,6 +14,7 @@ mod copilotkit;
 mod credentials;
 mod fake;
 mod frameworks;
+mod helm;
 mod hostile;
 mod identity_peers;
 mod identity_support;
