@@ -581,3 +581,134 @@ mod tests {
         assert_eq!(seen.len(), ids.len().pow(3));
     }
 }
+
+/// A broken or hostile server costs a bounded failure, named by kind, never a hang.
+#[cfg(test)]
+mod hostile_tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A server on a free port that answers every command with `answer(command)`.
+    async fn fake(answer: fn(&str) -> Vec<u8>) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = socket.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                        // One answer per command in what arrived (RESP arrays start with '*').
+                        for command in text.split('*').filter(|c| !c.is_empty()) {
+                            if socket.write_all(&answer(command)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    fn store(yaml: &str) -> RedisStore {
+        let config: crate::config::store::RedisStoreConfig = serde_yaml_ng::from_str(yaml).unwrap();
+        let settings = crate::config::store::parse_map(&config).unwrap();
+        RedisStore::new(&settings, Duration::from_secs(60)).unwrap()
+    }
+
+    async fn bounded<T>(bound: Duration, f: impl std::future::Future<Output = T>) -> T {
+        let started = Instant::now();
+        let out = tokio::time::timeout(bound * 3, f)
+            .await
+            .expect("the store's own bound holds");
+        assert!(started.elapsed() < bound + Duration::from_millis(500));
+        out
+    }
+
+    fn thread() -> (CallerId, ThreadId) {
+        (CallerId::new("o"), ThreadId::new("t"))
+    }
+
+    #[tokio::test]
+    async fn garbage_replies_are_a_failure_not_a_crash() {
+        let port = fake(|_| b"garbage that is not RESP\r\n\x00\xff".to_vec()).await;
+        let store = store(&format!("url: redis://127.0.0.1:{port}/0"));
+        let (owner, thread) = thread();
+        let got = bounded(CALL_TIMEOUT, store.get(&owner, "a", &thread)).await;
+        assert!(matches!(got, Err(Unavailable::Failed { .. })), "{got:?}");
+        assert!(bounded(PING_TIMEOUT, store.ping()).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_reply_larger_than_the_store_writes_is_refused() {
+        let port = fake(|command| {
+            if command.contains("GETEX") {
+                let big = "x".repeat(MAX_VALUE_BYTES + 1);
+                format!("${}\r\n{big}\r\n", big.len()).into_bytes()
+            } else {
+                b"+OK\r\n".to_vec()
+            }
+        })
+        .await;
+        let store = store(&format!("url: redis://127.0.0.1:{port}/0"));
+        let (owner, thread) = thread();
+        let got = bounded(CALL_TIMEOUT, store.get(&owner, "a", &thread)).await;
+        match got {
+            Err(e @ Unavailable::Failed { .. }) => {
+                assert_eq!(e.kind(), FailureKind::Server);
+                assert!(e.to_string().contains("cannot have written"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tls_handshake_that_never_ends_times_out() {
+        // Accepts, reads the ClientHello, and never answers.
+        let port = fake(|_| Vec::new()).await;
+        let store = store(&format!("url: rediss://127.0.0.1:{port}/0"));
+        let got = bounded(PING_TIMEOUT, store.ping()).await;
+        assert_eq!(got.unwrap_err().kind(), FailureKind::Timeout);
+        let (owner, thread) = thread();
+        let got = bounded(CALL_TIMEOUT, store.get(&owner, "a", &thread)).await;
+        assert!(got.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_sentinel_naming_an_unreachable_master_is_a_failure() {
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        // `closed`: nothing listens there once `l` is dropped.
+        let answer: fn(&str) -> Vec<u8> = |command| {
+            if command.to_ascii_lowercase().contains("get-master-addr-by-name") {
+                let port = CLOSED.load(std::sync::atomic::Ordering::Relaxed).to_string();
+                format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len()).into_bytes()
+            } else {
+                b"+OK\r\n".to_vec()
+            }
+        };
+        static CLOSED: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+        CLOSED.store(closed, std::sync::atomic::Ordering::Relaxed);
+        let sentinel = fake(answer).await;
+        let named = store(&format!(
+            "mode: sentinel\nnodes: ['127.0.0.1:{sentinel}']\nmaster_name: mymaster"
+        ));
+        let got = bounded(PING_TIMEOUT, named.ping()).await;
+        assert_eq!(got.unwrap_err().kind(), FailureKind::Connection);
+        let (owner, thread) = thread();
+        let got = bounded(CALL_TIMEOUT, named.get(&owner, "a", &thread)).await;
+        assert!(got.is_err());
+        // No sentinel answers at all.
+        let silent = store(&format!(
+            "mode: sentinel\nnodes: ['127.0.0.1:{closed}']\nmaster_name: mymaster"
+        ));
+        assert!(bounded(PING_TIMEOUT, silent.ping()).await.is_err());
+    }
+}
