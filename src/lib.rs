@@ -28,7 +28,6 @@ pub mod a2a;
 pub(crate) mod agui;
 pub mod app;
 pub(crate) mod auth;
-pub(crate) mod store;
 pub(crate) mod bridge;
 pub mod config;
 pub mod demo;
@@ -40,6 +39,7 @@ pub(crate) mod metrics;
 pub(crate) mod redact;
 pub(crate) mod registry;
 pub(crate) mod run;
+pub(crate) mod store;
 pub mod telemetry;
 pub(crate) mod upstream;
 

@@ -28,7 +28,6 @@ use crate::a2a::Operation;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
 use crate::app::state::AppState;
-use crate::store::{Store, ThreadRecord};
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::ClientView;
@@ -40,6 +39,7 @@ use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 use crate::metrics::OpenStream;
 use crate::redact::Shown;
 use crate::registry::{self, Agent, Resolved};
+use crate::store::{Store, ThreadRecord};
 use crate::telemetry::RunTrace;
 
 mod meter;
@@ -424,12 +424,7 @@ impl Run {
                 if self.stored_binding.as_ref() != Some(&context_id) {
                     // Boxed, as every rare await of the run: a future's size is that of its
                     // largest state, held for the whole stream (memory per open stream).
-                    Box::pin(
-                        self.app
-                            .store
-                            .put(&self.owner, agent, thread, &context_id),
-                    )
-                    .await;
+                    Box::pin(self.app.store.put(&self.owner, agent, thread, &context_id)).await;
                 }
                 self.bound = true;
             }
