@@ -47,6 +47,10 @@
 //! ports. Both sides of the TLS comparison come from that process, so they differ in TLS
 //! only (the other rows' agent is the gateway binary's `--demo`); their rounds alternate
 //! with the bindings'.
+//!
+//! `cargo bench --bench gateway -- capacity` runs only the capacity mode instead
+//! ([`capacity`]: what one replica holds within 1 ms of added p99 latency, and its memory at
+//! 1,000 and 10,000 open idle streams); the default run leaves it out, it takes minutes.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -60,8 +64,14 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+/// Open streams are opened this many at a time ([`OpenStreams::measure`]).
+const OPEN_BATCH: usize = 1_000;
+
 /// How long open streams run before the gateway's RSS is read.
 const MEMORY_SETTLE: Duration = Duration::from_secs(11);
+
+#[path = "gateway/capacity.rs"]
+mod capacity;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -141,9 +151,6 @@ struct TlsDemo {
 }
 
 async fn start_gateway(up: &Upstreams) -> Gateway {
-    let port = free_port();
-    let config =
-        std::env::temp_dir().join(format!("agui-gateway-bench-{}.yaml", std::process::id()));
     let demo_url = &up.demo_url;
     let mut agents: String = BINDINGS
         .iter()
@@ -155,8 +162,15 @@ async fn start_gateway(up: &Upstreams) -> Gateway {
     agents.push_str(&format!(
         "  - {{name: {plain}, url: '{plain_url}', binding: jsonrpc}}\n  - {{name: {tls}, url: '{tls_url}', binding: jsonrpc, tls: {{ca_file: '{ca_file}'}}}}\n"
     ));
-    std::fs::write(&config, format!("{BENCH_LIMITS}agents:\n{agents}"))
-        .expect("write the benchmark config");
+    spawn_gateway(&format!("{BENCH_LIMITS}agents:\n{agents}")).await
+}
+
+/// The gateway binary with the config `yaml`, once every agent's card was read.
+async fn spawn_gateway(yaml: &str) -> Gateway {
+    let port = free_port();
+    let config =
+        std::env::temp_dir().join(format!("agui-gateway-bench-{}.yaml", std::process::id()));
+    std::fs::write(&config, yaml).expect("write the benchmark config");
     let child = Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
         .args([
             "--listen",
@@ -175,7 +189,8 @@ async fn start_gateway(up: &Upstreams) -> Gateway {
         base: format!("http://127.0.0.1:{port}"),
     };
     for _ in 0..100 {
-        if let Ok(r) = reqwest::get(format!("{}/readyz", gateway.base)).await {
+        // Strict: every card read (docs/operations.md#readiness).
+        if let Ok(r) = reqwest::get(format!("{}/readyz?strict", gateway.base)).await {
             if r.status().is_success() {
                 return gateway;
             }
@@ -631,32 +646,33 @@ struct OpenStreams {
 impl OpenStreams {
     async fn measure(
         http: &reqwest::Client,
-        upstreams: &Upstreams,
+        gw: Gateway,
         agent: &str,
         kind: &'static str,
         load: String,
         chunks_per_s_each: f64,
         count: usize,
     ) -> Self {
-        let gw = start_gateway(upstreams).await;
         // One short run first, so what a first run sets up once is in the idle figure.
         via_gateway(http, &gw, agent, "bench 10 64", 0).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle_kib = rss_kib(gw.pid(), "VmRSS:");
         let watches: Vec<Arc<Watch>> = (0..count).map(|_| Arc::default()).collect();
         let url = format!("{}/agents/{agent}", gw.base);
-        let followers: Vec<_> = watches
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
+        // Opened a batch at a time, each settled before the next: opening thousands at once
+        // holds as many transient upstream connections (each run's pick-up lookup) on top of
+        // the streams', past the file-descriptor limit.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut followers = Vec::new();
+        for (batch, ws) in watches.chunks(OPEN_BATCH).enumerate() {
+            for (i, w) in ws.iter().enumerate() {
                 let (w, http, url) = (w.clone(), http.clone(), url.clone());
-                let body = run_input(&format!("{kind}-{i}"), &load);
-                tokio::spawn(async move { w.follow(http, url, body).await })
-            })
-            .collect();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !watches.iter().all(|w| w.settled()) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+                let body = run_input(&format!("{kind}-{}", batch * OPEN_BATCH + i), &load);
+                followers.push(tokio::spawn(async move { w.follow(http, url, body).await }));
+            }
+            while !ws.iter().all(|w| w.settled()) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
         let chunks = || -> usize {
             watches
@@ -733,6 +749,9 @@ async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         println!("benchmark skipped (run `cargo bench --bench gateway`)");
         return;
+    }
+    if args.iter().any(|a| a == "capacity") {
+        return capacity::run(clock_ticks_per_s().0).await;
     }
     let n = env_or("BENCH_EVENTS", 20_000);
     let k = env_or("BENCH_BYTES", 100);
@@ -829,13 +848,14 @@ async fn main() {
     let idle_of = |agent| {
         let (http, upstreams, load) = (&http, &upstreams, idle_load.clone());
         async move {
-            OpenStreams::measure(http, upstreams, agent, "idle", load, 0.0, idle_streams).await
+            let gw = start_gateway(upstreams).await;
+            OpenStreams::measure(http, gw, agent, "idle", load, 0.0, idle_streams).await
         }
     };
     let idle = idle_of(AGENT).await;
     let ticking = OpenStreams::measure(
         &http,
-        &upstreams,
+        start_gateway(&upstreams).await,
         AGENT,
         "ticking",
         slow_load,

@@ -5,7 +5,9 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 
@@ -19,6 +21,9 @@ use crate::store::{RedisStore, Store};
 
 pub(crate) mod state;
 
+/// How often the drain looks whether runs are still open.
+const RUNS_POLL: Duration = Duration::from_millis(50);
+
 use self::state::Shared;
 
 /// A built gateway, ready to serve.
@@ -29,6 +34,10 @@ pub struct App {
     pub settings: Settings,
     /// Ends open runs when set (after the shutdown drain).
     stop: tokio::sync::watch::Sender<bool>,
+    /// Set at the shutdown signal: `/readyz` answers 503 (docs/operations.md#readiness).
+    draining: Arc<AtomicBool>,
+    /// The run slots: all of them free when no run is open.
+    runs: Arc<tokio::sync::Semaphore>,
     binding_store_errors: Arc<StoreErrors>,
     /// Flushed when serving ends.
     traces: Option<Arc<crate::telemetry::Traces>>,
@@ -110,11 +119,14 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         traces.clone(),
         stop_rx,
     );
+    let (draining, runs) = (state.draining.clone(), state.runs.clone());
     Ok(App {
         router: http::router(state.into()),
         registry,
         settings,
         stop,
+        draining,
+        runs,
         binding_store_errors,
         traces,
     })
@@ -152,10 +164,13 @@ impl App {
         self.binding_store_errors.clone()
     }
 
-    /// Serves until `shutdown` resolves: stops accepting, lets open runs finish for up to
-    /// `timeouts.shutdown_drain()`, then ends the ones still open with
-    /// `RUN_ERROR {code: "gateway_shutdown"}` (their A2A tasks go on upstream), so no client
-    /// is left with a stream that ends without a terminal event.
+    /// Serves until `shutdown` resolves, then drains (docs/operations.md#readiness):
+    /// `/readyz` answers 503 at once; the listener keeps accepting while runs are open (a
+    /// load balancer sees the 503 and drops this replica before it refuses connections),
+    /// then stops; open runs get up to `timeouts.shutdown_drain()` from the signal, then
+    /// the ones still open end with `RUN_ERROR {code: "gateway_shutdown"}` (their A2A tasks
+    /// go on upstream), so no client is left with a stream that ends without a terminal
+    /// event.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -185,12 +200,35 @@ impl App {
                 std::thread::spawn(move || t.shutdown());
             }
         };
-        let closed = listener::serve(listeners, self.router, limits, shutdown).await;
+        let drain = timeouts.shutdown_drain();
+        // The drain's end, set at the signal.
+        let deadline = Arc::new(std::sync::OnceLock::new());
+        let stop_accepting = {
+            let (draining, runs, deadline) =
+                (self.draining.clone(), self.runs.clone(), deadline.clone());
+            let all_runs = self.settings.limits.max_concurrent_runs.get();
+            async move {
+                shutdown.await;
+                draining.store(true, Ordering::SeqCst);
+                let end = tokio::time::Instant::now() + drain;
+                let _ = deadline.set(end);
+                let open = all_runs - runs.available_permits();
+                tracing::info!(open_runs = open, "draining: /readyz answers 503");
+                // Polled, not awaited on the semaphore: a waiter there would hold back
+                // the runs still let in meanwhile.
+                while runs.available_permits() < all_runs && tokio::time::Instant::now() < end {
+                    let tick = tokio::time::Instant::now() + RUNS_POLL;
+                    tokio::time::sleep_until(tick.min(end)).await;
+                }
+            }
+        };
+        let closed = listener::serve(listeners, self.router, limits, stop_accepting).await;
+        let end = deadline
+            .get()
+            .copied()
+            .unwrap_or_else(tokio::time::Instant::now);
         tokio::pin!(closed);
-        if tokio::time::timeout(timeouts.shutdown_drain(), &mut closed)
-            .await
-            .is_ok()
-        {
+        if tokio::time::timeout_at(end, &mut closed).await.is_ok() {
             flush();
             return Ok(());
         }

@@ -58,6 +58,17 @@ pub struct FileConfig {
     pub metrics_public: bool,
     /// CopilotKit runtime routes (docs/design.md#3-http-surface).
     pub copilotkit: CopilotKitConfig,
+    /// What `/readyz` answers 503 for (docs/operations.md#readiness).
+    pub readiness: Readiness,
+}
+
+/// `readiness` (docs/operations.md#readiness): by default `/readyz` answers 503 only while
+/// the replica drains; `strict: true` also while an agent's card is unread or the binding
+/// store does not answer, as `GET /readyz?strict` does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Readiness {
+    pub strict: bool,
 }
 
 /// `copilotkit` (docs/design.md#2-running-it-and-configuration, docs/design.md#3-http-surface).
@@ -567,6 +578,8 @@ pub struct Settings {
     pub metrics_public: bool,
     /// Where the CopilotKit runtime routes are mounted (no trailing `/`); `None`: off.
     pub copilotkit_base_path: Option<String>,
+    /// `readiness` (docs/operations.md#readiness).
+    pub readiness: Readiness,
 }
 
 /// What the command line and environment say (applied over the file).
@@ -1030,6 +1043,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         otlp_traces,
         metrics_public: file.metrics_public,
         copilotkit_base_path,
+        readiness: file.readiness,
     })
 }
 
@@ -1115,6 +1129,21 @@ mod tests {
         assert_eq!(s.agents[0].forward_identity.as_ref().unwrap(), "x-caller");
         assert_eq!(s.limits.max_body_bytes.get(), 8 * 1024 * 1024);
         assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
+        assert_eq!(s.readiness, Readiness { strict: false });
+    }
+
+    /// `readiness` is off by default, `strict: true` turns it on, and an unknown key under it
+    /// is refused by name.
+    #[test]
+    fn readiness_is_lenient_unless_strict() {
+        let agents = "agents: [{name: a, url: 'http://x'}]\n";
+        let lenient = settings(yaml(agents).unwrap(), Overrides::default()).unwrap();
+        assert!(!lenient.readiness.strict);
+        let strict = yaml(&format!("{agents}readiness: {{strict: true}}")).unwrap();
+        let strict = settings(strict, Overrides::default()).unwrap();
+        assert!(strict.readiness.strict);
+        let unknown = yaml(&format!("{agents}readiness: {{strcit: true}}")).unwrap_err();
+        assert!(unknown.contains("strcit"), "{unknown}");
     }
 
     #[test]

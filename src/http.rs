@@ -199,36 +199,50 @@ async fn get_agent(AgentRef(agent): AgentRef) -> Json<crate::registry::AgentSumm
     Json(agent.detail())
 }
 
-/// Ready when every agent's card was read and the binding store answers; otherwise 503
-/// naming what is not: `{"status": "not_ready", "agents": [...], "reasons"?: {...},
-/// "bindingStore"?: {...}}`. `reasons` says, by agent, what a card that was read offered
-/// when the gateway speaks none of it (nothing else: this route is open to anyone).
-async fn readyz(State(s): State<AppState>) -> Response {
-    let not_ready = s.registry.not_ready();
+/// `GET /readyz` (docs/operations.md#readiness): `503` only for what taking this replica
+/// out of service fixes — draining after the shutdown signal (`"draining"`); else `200`,
+/// `"ready"` or, with an agent's card unread or the binding store not answering,
+/// `"degraded"`, naming them: `agents` (whose card is unread; absent when `"ready"`),
+/// `reasons` (by agent: what a card that was read offered when the gateway speaks none of
+/// it, a refused TLS handshake, no upstream credentials), `bindingStore`, and `warnings`
+/// (an unmet card security requirement: never degraded on its own,
+/// docs/security.md#the-cards-security). With `?strict` (any value, or none) or
+/// `readiness.strict: true`, degraded is `503 "not_ready"`. Nothing else is said: this
+/// route is open to anyone.
+async fn readyz(
+    State(s): State<AppState>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Response {
+    let strict = s.readiness.strict
+        || query.as_deref().is_some_and(|q| {
+            url::form_urlencoded::parse(q.as_bytes()).any(|(key, _)| key == "strict")
+        });
+    let draining = s.draining.load(std::sync::atomic::Ordering::SeqCst);
+    let not_read = s.registry.not_ready();
     let store = s.store.check().await;
-    // docs/security.md#the-cards-security: a requirement nothing configured meets is a
-    // detail, not a readiness failure (the card may declare more than the agent enforces).
-    let warnings = s.registry.warnings();
-    if not_ready.is_empty() && store.is_ok() {
-        let mut body = json!({"status": "ready"});
-        if !warnings.is_empty() {
-            body["warnings"] = json!(warnings);
-        }
-        Json(body).into_response()
-    } else {
-        let mut body = json!({"status": "not_ready", "agents": not_ready});
-        if !warnings.is_empty() {
-            body["warnings"] = json!(warnings);
-        }
-        let reasons = s.registry.unusable();
-        if !reasons.is_empty() {
-            body["reasons"] = json!(reasons);
-        }
-        if let Err(store) = store {
-            body["bindingStore"] = store;
-        }
-        (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+    let degraded = !not_read.is_empty() || store.is_err();
+    let (status, code) = match (draining, degraded, strict) {
+        (true, _, _) => ("draining", StatusCode::SERVICE_UNAVAILABLE),
+        (false, true, true) => ("not_ready", StatusCode::SERVICE_UNAVAILABLE),
+        (false, true, false) => ("degraded", StatusCode::OK),
+        (false, false, _) => ("ready", StatusCode::OK),
+    };
+    let mut body = json!({ "status": status });
+    if status != "ready" {
+        body["agents"] = json!(not_read);
     }
+    let reasons = s.registry.unusable();
+    if !reasons.is_empty() {
+        body["reasons"] = json!(reasons);
+    }
+    if let Err(store) = store {
+        body["bindingStore"] = store;
+    }
+    let warnings = s.registry.warnings();
+    if !warnings.is_empty() {
+        body["warnings"] = json!(warnings);
+    }
+    (code, Json(body)).into_response()
 }
 
 pub(crate) fn is_json(req: &Request) -> bool {
@@ -517,6 +531,72 @@ mod tests {
 
     fn state() -> AppState {
         shared().into()
+    }
+
+    /// docs/operations.md#readiness, every row: an agent whose card is unread is `200
+    /// degraded`, `503 not_ready` asked strictly (the query, with any value or none, or the
+    /// config); draining is `503` whatever else holds; all read is `200 ready`.
+    #[tokio::test]
+    async fn readyz_is_503_only_draining_or_strict() {
+        let down = crate::config::AgentSettings::plain(
+            "down".into(),
+            url::Url::parse("http://127.0.0.1:9").unwrap(),
+        );
+        let with = |agents: Vec<crate::config::AgentSettings>, strict: bool| {
+            let registry =
+                Registry::new(agents, Duration::from_secs(1), Duration::from_secs(1), 1024);
+            let mut s = Shared {
+                registry: Arc::new(registry.unwrap()),
+                ..shared()
+            };
+            s.readiness.strict = strict;
+            AppState::from(s)
+        };
+        let ask = |state: &AppState, uri: &'static str| {
+            let app = router(state.clone());
+            async move {
+                let req = HttpRequest::builder().uri(uri).body(Body::empty()).unwrap();
+                let resp = app.oneshot(req).await.unwrap();
+                let status = resp.status().as_u16();
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+                    .await
+                    .unwrap();
+                let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                (status, body)
+            }
+        };
+        let degraded = with(vec![down.clone()], false);
+        let (status, body) = ask(&degraded, "/readyz").await;
+        assert_eq!(status, 200);
+        assert_eq!(body, json!({"status": "degraded", "agents": ["down"]}));
+        for uri in ["/readyz?strict", "/readyz?strict=", "/readyz?a=b&strict=no"] {
+            let (status, body) = ask(&degraded, uri).await;
+            assert_eq!(status, 503, "{uri}");
+            assert_eq!(
+                body,
+                json!({"status": "not_ready", "agents": ["down"]}),
+                "{uri}"
+            );
+        }
+        assert_eq!(ask(&degraded, "/readyz?strictly").await.0, 200);
+        let strict = with(vec![down], true);
+        assert_eq!(ask(&strict, "/readyz").await.0, 503);
+        let ready = with(Vec::new(), true);
+        assert_eq!(
+            ask(&ready, "/readyz?strict").await,
+            (200, json!({"status": "ready"}))
+        );
+        for state in [&degraded, &strict, &ready] {
+            state
+                .draining
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let (status, body) = ask(state, "/readyz").await;
+            assert_eq!(
+                (status, &body["status"]),
+                (503, &json!("draining")),
+                "{body}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -2,16 +2,17 @@
 //! once from the settings by [`super::build`] and shared behind one `Arc`, so a request or a
 //! run takes it with one reference count, never as copies of its fields. Nothing in it
 //! changes after start but what it holds to be shared (the binding store, the counters,
-//! the run slots, the stop signal).
+//! the run slots, the stop and drain signals).
 
 use std::ops::Deref;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::http::HeaderValue;
 use tokio::sync::Semaphore;
 
 use crate::auth::Authenticator;
-use crate::config::{Limits, Settings, TimeoutSettings};
+use crate::config::{Limits, Readiness, Settings, TimeoutSettings};
 use crate::http::ratelimit::RunLimiter;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
@@ -47,6 +48,11 @@ pub(crate) struct Shared {
     pub runs: Arc<Semaphore>,
     /// Flipped to `true` when open runs must end (shutdown after the drain period).
     pub stop: tokio::sync::watch::Receiver<bool>,
+    /// Set at the shutdown signal, before the drain: `/readyz` answers 503 from then on
+    /// (docs/operations.md#readiness).
+    pub draining: Arc<AtomicBool>,
+    /// `readiness` (docs/operations.md#readiness).
+    pub readiness: Readiness,
     /// Browser origins allowed cross-origin access.
     pub cors_origins: Vec<HeaderValue>,
     /// Who may call (inbound auth).
@@ -80,6 +86,8 @@ impl Shared {
             timeouts: settings.timeouts,
             runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs.get())),
             stop,
+            draining: Arc::new(AtomicBool::new(false)),
+            readiness: settings.readiness,
             cors_origins: settings.cors_origins.clone(),
             auth: Arc::new(Authenticator::new(&settings.auth)),
             metrics,

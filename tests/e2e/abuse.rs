@@ -504,7 +504,7 @@ impl Process {
             config: config_path,
         };
         for _ in 0..100 {
-            if let Ok(r) = reqwest::get(format!("{}/readyz", p.base)).await {
+            if let Ok(r) = reqwest::get(format!("{}/readyz?strict", p.base)).await {
                 if r.status() == 200 {
                     return Some(p);
                 }

@@ -514,7 +514,7 @@ async fn agents_show_the_selected_binding_and_unspoken_cards_are_not_ready() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(ready["status"], "not_ready", "{ready}");
+    assert_eq!(ready["status"], "degraded", "{ready}");
     assert_eq!(ready["agents"], json!(["grpc-only"]), "{ready}");
     assert_eq!(
         ready["reasons"]["grpc-only"],

@@ -340,6 +340,14 @@ async fn a_token_endpoint_outage_fails_runs_clearly_and_passes() {
     )
     .await;
     assert!(why.contains("temporarily_unavailable (HTTP 503)"), "{why}");
+    // docs/operations.md#readiness: still in service (the IdP is no replica's to fix),
+    // out of it only when asked strictly.
+    let plain = reqwest::get(format!("{}/readyz", cold.base)).await.unwrap();
+    assert_eq!(plain.status(), 200);
+    let strict = reqwest::get(format!("{}/readyz?strict", cold.base))
+        .await
+        .unwrap();
+    assert_eq!(strict.status(), 503);
     idp.up().await;
     wait_until("runs pass again", Duration::from_secs(10), async || {
         let run = run_as(&url, None, "back", "echo back").await;
@@ -352,7 +360,7 @@ async fn a_token_endpoint_outage_fails_runs_clearly_and_passes() {
     wait_until(
         "the new gateway is ready",
         Duration::from_secs(15),
-        async || match reqwest::get(format!("{}/readyz", cold.base))
+        async || match reqwest::get(format!("{}/readyz?strict", cold.base))
             .await
             .unwrap()
             .status()
@@ -630,7 +638,7 @@ impl GatewayProcess {
         wait_until(
             "the gateway process is ready",
             Duration::from_secs(20),
-            async || match reqwest::get(format!("{base}/readyz")).await {
+            async || match reqwest::get(format!("{base}/readyz?strict")).await {
                 Ok(r) if r.status() == 200 => Ok(()),
                 Ok(r) => Err(r.text().await.unwrap_or_default()),
                 Err(e) => Err(e.to_string()),

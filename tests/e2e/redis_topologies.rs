@@ -101,7 +101,7 @@ fn store_problem(body: &Value) -> Option<&Value> {
 /// Waits until `/readyz` names no store problem (whatever its status).
 async fn wait_store_ok(base: &str, within: Duration) {
     wait_until("the store is healthy in /readyz", within, async || {
-        let (status, body) = readyz(base).await;
+        let (status, body) = readyz(base, "").await;
         match store_problem(&body) {
             None => Ok(()),
             Some(_) => Err(format!("{status} {body}")),
@@ -117,7 +117,7 @@ async fn wait_store_named(base: &str, kind: &str, words: &[&str], within: Durati
         &format!("/readyz names the store problem {kind} {words:?}"),
         within,
         async || {
-            let (status, body) = readyz(base).await;
+            let (status, body) = readyz(base, "").await;
             match store_problem(&body) {
                 Some(p)
                     if p["kind"] == kind

@@ -328,14 +328,16 @@ pub async fn wait_until<T>(
     }
 }
 
-/// Waits until the gateway's `/readyz` answers 200 (its agents' cards are read in the
-/// background after it starts).
+/// Waits until the gateway's `/readyz?strict` answers 200 (its agents' cards are read in
+/// the background after it starts; plain `/readyz` is 200 before).
 pub async fn wait_ready(gw: &Gateway) {
     wait_until(
         "the gateway is ready",
         std::time::Duration::from_secs(5),
         async || {
-            let ready = reqwest::get(format!("{}/readyz", gw.base)).await.unwrap();
+            let ready = reqwest::get(format!("{}/readyz?strict", gw.base))
+                .await
+                .unwrap();
             match ready.status().as_u16() {
                 200 => Ok(()),
                 status => Err(format!("/readyz {status}: {}", ready.text().await.unwrap())),
