@@ -44,7 +44,7 @@ use tokio::time::Instant;
 
 pub(crate) mod connection;
 
-use connection::Connection;
+use connection::{Connection, Retry};
 
 /// Prefix of every key the gateway writes (docs/design.md#4-threads-and-contexts).
 pub(crate) const KEY_PREFIX: &str = "agui-a2a-gateway:binding:";
@@ -240,7 +240,7 @@ impl RedisStore {
             .arg(context_id.as_str())
             .arg("EX")
             .arg(self.ttl_s);
-        self.call::<()>(&cmd, CALL_TIMEOUT, true).await?;
+        self.call::<()>(&cmd, Retry::Once).await?;
         let thread = ThreadRecord {
             thread_id: thread_id.clone(),
             context_id: context_id.clone(),
@@ -252,7 +252,7 @@ impl RedisStore {
             .arg(owner_record(owner, thread_id))
             .arg("EX")
             .arg(self.ttl_s);
-        self.call(&cmd, CALL_TIMEOUT, true).await
+        self.call(&cmd, Retry::Once).await
     }
 
     /// `SET key 1 NX PX ttl`: `true` if this run now holds the claim.
@@ -268,7 +268,8 @@ impl RedisStore {
             .arg("NX")
             .arg("PX")
             .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
-        let set: Option<String> = self.call(&cmd, CALL_TIMEOUT, true).await?;
+        // Not sent twice: a second SET NX after a lost reply would find its own claim.
+        let set: Option<String> = self.call(&cmd, Retry::Never).await?;
         Ok(set.is_some())
     }
 
@@ -280,7 +281,7 @@ impl RedisStore {
     ) -> Result<(), Unavailable> {
         let mut cmd = ::redis::cmd("DEL");
         cmd.arg(answer_key(agent, interrupt_id));
-        self.call::<()>(&cmd, CALL_TIMEOUT, true).await
+        self.call::<()>(&cmd, Retry::Once).await
     }
 
     /// Records the thread's context and last task in the owner's thread index (`HSET`),
@@ -295,10 +296,10 @@ impl RedisStore {
         let json = serde_json::to_string(record).unwrap_or_default();
         let mut cmd = ::redis::cmd("HSET");
         cmd.arg(&key).arg(record.thread_id.as_str()).arg(json);
-        self.call::<()>(&cmd, CALL_TIMEOUT, true).await?;
+        self.call::<()>(&cmd, Retry::Once).await?;
         let mut cmd = ::redis::cmd("EXPIRE");
         cmd.arg(&key).arg(self.ttl_s);
-        self.call(&cmd, CALL_TIMEOUT, true).await
+        self.call(&cmd, Retry::Once).await
     }
 
     /// The thread's last task, in the owner's thread index.
@@ -320,10 +321,7 @@ impl RedisStore {
     ) -> Result<Option<TaskId>, Unavailable> {
         let mut cmd = ::redis::cmd("HGET");
         cmd.arg(threads_key(owner, agent)).arg(thread_id.as_str());
-        let json = self
-            .call(&cmd, CALL_TIMEOUT, true)
-            .await
-            .and_then(checked)?;
+        let json = self.call(&cmd, Retry::Once).await.and_then(checked)?;
         Ok(json
             .and_then(|j| serde_json::from_str::<ThreadRecord>(&j).ok())
             .and_then(|r| r.task_id))
@@ -343,7 +341,7 @@ impl RedisStore {
         for _ in 0..limit.div_ceil(10).max(10) {
             let mut cmd = ::redis::cmd("HSCAN");
             cmd.arg(&key).arg(cursor).arg("COUNT").arg(100);
-            let (next, fields): (u64, Vec<String>) = self.call(&cmd, CALL_TIMEOUT, true).await?;
+            let (next, fields): (u64, Vec<String>) = self.call(&cmd, Retry::Once).await?;
             if fields.len() > 2 * 1000 {
                 return Err(Unavailable::broken_reply(
                     "an HSCAN page far over its COUNT",
@@ -382,7 +380,7 @@ impl RedisStore {
         if self.getex.load(Ordering::Relaxed) {
             let mut cmd = ::redis::cmd("GETEX");
             cmd.arg(key).arg("EX").arg(self.ttl_s);
-            match self.call::<Option<String>>(&cmd, CALL_TIMEOUT, true).await {
+            match self.call::<Option<String>>(&cmd, Retry::Once).await {
                 Err(Unavailable::Failed { reason, .. }) if refuses_getex(&reason) => {
                     if self.getex.swap(false, Ordering::Relaxed) {
                         tracing::info!(store = %self.shown, "the binding store refuses GETEX (Redis before 6.2, or an ACL): reads use EXPIRE and GET");
@@ -395,12 +393,12 @@ impl RedisStore {
         }
         let mut cmd = ::redis::cmd("EXPIRE");
         cmd.arg(key).arg(self.ttl_s);
-        if self.call::<i64>(&cmd, CALL_TIMEOUT, true).await? == 0 {
+        if self.call::<i64>(&cmd, Retry::Once).await? == 0 {
             return Ok(None);
         }
         let mut cmd = ::redis::cmd("GET");
         cmd.arg(key);
-        self.call::<Option<String>>(&cmd, CALL_TIMEOUT, true)
+        self.call::<Option<String>>(&cmd, Retry::Once)
             .await
             .and_then(checked)
     }
@@ -418,20 +416,17 @@ impl RedisStore {
         answer
     }
 
-    /// One bounded call; a failure pauses the store, a success lifts the pause.
-    async fn call<T: FromRedisValue>(
-        &self,
-        cmd: &Cmd,
-        timeout: Duration,
-        respect_pause: bool,
-    ) -> Result<T, Unavailable> {
-        if respect_pause && self.is_paused() {
+    /// One call within [`CALL_TIMEOUT`] (a retry on a new connection included), skipped while
+    /// the store is paused.
+    async fn call<T: FromRedisValue>(&self, cmd: &Cmd, retry: Retry) -> Result<T, Unavailable> {
+        if self.is_paused() {
             return Err(Unavailable::Paused);
         }
-        let result = match tokio::time::timeout(timeout, self.connection.query::<T>(cmd)).await {
+        let query = self.connection.query::<T>(cmd, retry);
+        let result = match tokio::time::timeout(CALL_TIMEOUT, query).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(Unavailable::of(&e)),
-            Err(_) => Err(timed_out(timeout)),
+            Err(_) => Err(timed_out(CALL_TIMEOUT)),
         };
         self.record(result.is_ok());
         result
@@ -687,8 +682,13 @@ mod hostile_tests {
         };
         // `closed`: nothing listens there once `l` is dropped.
         let answer: fn(&str) -> Vec<u8> = |command| {
-            if command.to_ascii_lowercase().contains("get-master-addr-by-name") {
-                let port = CLOSED.load(std::sync::atomic::Ordering::Relaxed).to_string();
+            if command
+                .to_ascii_lowercase()
+                .contains("get-master-addr-by-name")
+            {
+                let port = CLOSED
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_string();
                 format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len()).into_bytes()
             } else {
                 b"+OK\r\n".to_vec()

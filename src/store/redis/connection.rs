@@ -50,6 +50,16 @@ use crate::config::store::Node;
 use crate::config::{Password, RedisSettings, Topology};
 use crate::upstream::credentials::files::{self, WatchedFile};
 
+/// Whether a command may be sent again on a new connection when the one it went out on
+/// broke (the server restarted or failed over, or closed its clients after a password
+/// rotation): every command the store sends may, but `SET NX`, which would find its own
+/// claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    Once,
+    Never,
+}
+
 /// How often a password file is checked for a new value.
 pub(crate) const REREAD_EVERY: Duration = Duration::from_secs(1);
 
@@ -122,9 +132,9 @@ impl Connection {
     }
 
     /// One command.
-    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd, retry: Retry) -> RedisResult<T> {
         match self {
-            Self::Standalone(r) => r.query(cmd).await,
+            Self::Standalone(r) => r.query(cmd, retry).await,
             Self::Cluster(conn, client) => {
                 let mut conn = {
                     let mut held = conn.lock().await;
@@ -139,7 +149,7 @@ impl Connection {
                 };
                 cmd.query_async(&mut conn).await
             }
-            Self::Sentinel(s) => s.query(cmd).await,
+            Self::Sentinel(s) => s.query(cmd, retry).await,
         }
     }
 
@@ -149,7 +159,9 @@ impl Connection {
         if let Self::Sentinel(s) = self {
             s.refresh().await?;
         }
-        self.query::<Value>(&redis::cmd("PING")).await.map(drop)
+        self.query::<Value>(&redis::cmd("PING"), Retry::Once)
+            .await
+            .map(drop)
     }
 }
 
@@ -358,15 +370,20 @@ impl Reconnecting {
         Ok(conn)
     }
 
-    async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
+    /// `cmd` on the held connection; when that one turns out broken it is dropped, and with
+    /// [`Retry::Once`] the command goes out again on a new one.
+    async fn query<T: FromRedisValue>(&self, cmd: &Cmd, retry: Retry) -> RedisResult<T> {
         let mut conn = self.connection().await?;
-        let answer = cmd.query_async(&mut conn).await;
-        if let Err(e) = &answer {
-            if broken(e) {
+        match cmd.query_async(&mut conn).await {
+            Err(e) if broken(&e) => {
                 self.held.lock().await.take();
+                if retry == Retry::Never || e.is_timeout() {
+                    return Err(e);
+                }
+                cmd.query_async(&mut self.connection().await?).await
             }
+            answer => answer,
         }
-        answer
     }
 }
 
@@ -396,16 +413,20 @@ pub(crate) struct Sentinel {
 }
 
 impl Sentinel {
-    async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<T> {
+    /// `cmd` on the master; when its connection broke or it was demoted, the sentinels are
+    /// asked again and, with [`Retry::Once`], the command goes to the master they name.
+    async fn query<T: FromRedisValue>(&self, cmd: &Cmd, retry: Retry) -> RedisResult<T> {
         let master = self.master().await?;
-        let answer = master.query(cmd).await;
-        if let Err(e) = &answer {
-            if broken(e) || demoted(e) {
-                // Asked again on the next call (or probe).
+        match master.query(cmd, Retry::Never).await {
+            Err(e) if broken(&e) || demoted(&e) => {
                 self.master.lock().await.take();
+                if retry == Retry::Never || e.is_timeout() {
+                    return Err(e);
+                }
+                self.refresh().await?.query(cmd, Retry::Once).await
             }
+            answer => answer,
         }
-        answer
     }
 
     async fn master(&self) -> RedisResult<Arc<Reconnecting>> {
