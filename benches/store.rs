@@ -219,20 +219,22 @@ async fn gateway(dir: &Path, name: &str, store: &str, demo: &str) -> (Process, S
         format!("binding_store: {store}\nagents:\n  - {{name: demo, url: '{demo}'}}\n"),
     )
     .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--config", &config.display().to_string()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the gateway");
+    let process = Process(
+        Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--config", &config.display().to_string()])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the gateway"),
+    );
     let base = format!("http://127.0.0.1:{port}");
     for _ in 0..200 {
         if let Ok(r) = reqwest::get(format!("{base}/readyz")).await {
             let body: serde_json::Value = r.json().await.unwrap_or_default();
             if body["status"] == "ready" {
-                return (Process(child), base);
+                return (process, base);
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
