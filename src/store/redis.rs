@@ -235,24 +235,31 @@ impl RedisStore {
         thread_id: &ThreadId,
         context_id: &ContextId,
     ) -> Result<(), Unavailable> {
-        let mut cmd = ::redis::cmd("SET");
-        cmd.arg(key(owner, agent, thread_id))
+        let mut binding = ::redis::cmd("SET");
+        binding
+            .arg(key(owner, agent, thread_id))
             .arg(context_id.as_str())
             .arg("EX")
             .arg(self.ttl_s);
-        self.call::<()>(&cmd, Retry::Once).await?;
         let thread = ThreadRecord {
             thread_id: thread_id.clone(),
             context_id: context_id.clone(),
             task_id: None,
         };
-        self.index(owner, agent, &thread).await?;
-        let mut cmd = ::redis::cmd("SET");
-        cmd.arg(owner_key(agent, context_id))
+        let mut ownership = ::redis::cmd("SET");
+        ownership
+            .arg(owner_key(agent, context_id))
             .arg(owner_record(owner, thread_id))
             .arg("EX")
             .arg(self.ttl_s);
-        self.call(&cmd, Retry::Once).await
+        // Three keys, written at once (one command each, so any node may hold each): the run
+        // waits for one round trip, not three.
+        let (bound, indexed, owned) = tokio::join!(
+            self.call::<()>(&binding, Retry::Once),
+            self.index(owner, agent, &thread),
+            self.call::<()>(&ownership, Retry::Once),
+        );
+        bound.and(indexed).and(owned)
     }
 
     /// `SET key 1 NX PX ttl`: `true` if this run now holds the claim.
