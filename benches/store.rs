@@ -23,6 +23,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::json;
 
+#[path = "support.rs"]
+mod support;
+
+use support::{clock_ticks_per_s, cpu_ticks, env_or, free_port, percentile, write_test_pki};
+
 /// A process killed on drop.
 struct Process(Child);
 
@@ -31,51 +36,6 @@ impl Drop for Process {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// User + system CPU time of a process so far, in clock ticks (/proc/<pid>/stat fields 14
-/// and 15).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after_comm = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    after_comm
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|f| f.parse::<u64>().ok())
-        .sum()
-}
-
-fn ticks_per_s() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .unwrap_or(100.0)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted
-        .get(((sorted.len().max(1) - 1) as f64 * p).round() as usize)
-        .copied()
-        .unwrap_or(f64::NAN)
 }
 
 /// A redis-server on a free port (no persistence), with `extra` arguments.
@@ -115,37 +75,6 @@ fn wait_redis(args: &[String]) {
     panic!("redis did not answer {args:?}");
 }
 
-/// A CA and a certificate for 127.0.0.1 it signed, as PEM files: (CA, certificate, key).
-fn write_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    // OpenSSL (Redis's TLS) wants a CA that says it signs certificates, and names apart.
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "store bench CA");
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-    leaf.distinguished_name
-        .push(rcgen::DnType::CommonName, "127.0.0.1");
-    let leaf = leaf.signed_by(&key, &issuer).unwrap();
-    std::fs::create_dir_all(dir).unwrap();
-    let files = (
-        dir.join("ca.pem"),
-        dir.join("cert.pem"),
-        dir.join("key.pem"),
-    );
-    std::fs::write(&files.0, ca_cert.pem()).unwrap();
-    std::fs::write(&files.1, leaf.pem()).unwrap();
-    std::fs::write(&files.2, key.serialize_pem()).unwrap();
-    files
-}
-
 /// A three-master Redis Cluster (no replicas): its processes and the first node's port.
 fn cluster(dir: &Path) -> (Vec<Process>, u16) {
     let nodes: Vec<(Process, u16)> = (0..3)
@@ -183,31 +112,6 @@ fn cluster(dir: &Path) -> (Vec<Process>, u16) {
         std::thread::sleep(Duration::from_millis(25));
     }
     panic!("the benchmark's cluster did not form");
-}
-
-/// The demo agent (the release binary with `--demo`) and its URL, from its log.
-fn demo_agent() -> (Process, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
-        .args(["--demo", "--listen", &format!("127.0.0.1:{}", free_port())])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the demo agent");
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            let at = line.find("demo agent listening")?;
-            let url = line[at..].split("url=").nth(1)?;
-            Some(url.split_whitespace().next()?.trim_matches('"').to_owned())
-        })
-        .expect("the demo agent's URL in its log");
-    std::thread::spawn(move || lines.for_each(drop));
-    (Process(child), url)
 }
 
 /// A gateway process on `store` (the `binding_store` YAML value) in front of the demo agent.
@@ -276,7 +180,7 @@ async fn main() {
     let runs = env_or("BENCH_STORE_RUNS", 200);
     let rounds = env_or("BENCH_STORE_ROUNDS", 5);
     let dir = std::env::temp_dir().join(format!("agui-store-bench-{}", std::process::id()));
-    let (ca, cert, key) = write_pki(&dir.join("tls"));
+    let (ca, cert, key) = write_test_pki(&dir.join("tls"));
     let (_plain, plain_port) = redis(&dir.join("plain"), &[]);
     let (_tls, tls_port) = {
         let tls_port = free_port();
@@ -307,7 +211,8 @@ async fn main() {
         tls_port.to_string(),
     ]);
     let (_cluster, cluster_port) = cluster(&dir.join("cluster"));
-    let (_demo, demo_url) = demo_agent();
+    let (demo, demo_url) = support::spawn_demo_agent();
+    let _demo = Process(demo);
 
     let stores = [
         ("memory", "memory".to_owned()),
@@ -349,7 +254,7 @@ async fn main() {
             ticks[g] += cpu_ticks(process.0.id()).saturating_sub(before);
         }
     }
-    let per_s = ticks_per_s();
+    let (per_s, _) = clock_ticks_per_s();
     let total_runs = (runs * rounds) as f64;
     let rows: Vec<(f64, f64, f64)> = starts
         .iter_mut()
