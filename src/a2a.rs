@@ -1,16 +1,20 @@
-//! The A2A side: the version-neutral model, the two wire codecs, the bindings (JSON-RPC
-//! framing here, HTTP+JSON in [`rest`]), their one error table ([`errors`]), agent cards and
-//! the HTTP client. This is the only module of the gateway that knows how the versions and
-//! bindings are spelled on the wire; everything above it sees [`model`] types and asks
+//! The A2A side: the version-neutral model, the two wire codecs, the operations as values
+//! ([`call`]), one codec per binding ([`jsonrpc`], [`rest`], [`grpc`]), their one error
+//! table ([`errors`]), agent cards and the client. The operations' names are the table
+//! here ([`ProtocolVersion::method`]). This is the only module of the gateway that knows how
+//! the versions and bindings are spelled on the wire; everything above it sees [`model`]
+//! types and asks
 //! [`client::Client::supports`] for an operation rather than comparing versions (the demo
 //! agent, an A2A server, writes its own answers). See `docs/versions.md`, `docs/bindings.md`.
 
+pub mod call;
 pub mod call_headers;
 pub mod card;
 pub mod client;
 pub(crate) mod direct;
 pub mod errors;
 pub mod grpc;
+pub mod jsonrpc;
 pub mod model;
 pub mod rest;
 pub mod sse;
@@ -18,11 +22,9 @@ pub mod tls;
 mod wire_v0_3;
 mod wire_v1;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 
-use model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
+use model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task};
 
 /// JSON-RPC error codes of A2A (A2A 1.0 §9.5 / 0.3 §8; JSON-RPC 2.0 §5.1). The only
 /// place these numbers are written.
@@ -86,6 +88,11 @@ impl Operation {
         Operation::ExtendedCard,
     ];
 
+    /// The operation's name: its A2A 1.0 method (1.0 has every operation).
+    pub fn name(self) -> &'static str {
+        ProtocolVersion::V1.method(self).unwrap_or("?")
+    }
+
     /// The version and operation of a JSON-RPC method name (the inverse of
     /// [`ProtocolVersion::method`]); `None` for a method neither version has.
     pub fn of_method(method: &str) -> Option<(ProtocolVersion, Operation)> {
@@ -119,7 +126,7 @@ impl ProtocolVersion {
     }
 
     /// Decodes a whole JSON-RPC response carrying one event or an error in one pass, where
-    /// the version has such a path (1.0); `None`: use [`parse_envelope`] and
+    /// the version has such a path (1.0); `None`: use [`jsonrpc::parse_envelope`] and
     /// [`ProtocolVersion::decode_event`], which also classify unknown results.
     pub fn decode_response(self, text: &str) -> Option<Result<StreamEvent, RpcError>> {
         match self {
@@ -151,35 +158,6 @@ impl ProtocolVersion {
             Self::V1 => wire_v1::send_params(msg, history_length),
             Self::V0_3 => wire_v0_3::send_params(msg, history_length),
         }
-    }
-
-    /// Params of `ListTasks` (1.0 only). A2A 1.0 leaves a task's artifacts out of a listing
-    /// unless `includeArtifacts` is set (a2a-sdk strips them): a conversation rebuilt from
-    /// the listing needs them (artifact text, ADK's new executor's tool calls).
-    pub fn list_params(
-        context_id: Option<&str>,
-        page_size: u32,
-        page_token: Option<&str>,
-        history_length: u32,
-        include_artifacts: bool,
-    ) -> Value {
-        let mut params = serde_json::json!({
-            "pageSize": page_size,
-            "historyLength": history_length,
-            "includeArtifacts": include_artifacts,
-        });
-        if let Some(c) = context_id {
-            params["contextId"] = Value::String(c.to_owned());
-        }
-        if let Some(t) = page_token {
-            params["pageToken"] = Value::String(t.to_owned());
-        }
-        params
-    }
-
-    /// Decodes a `ListTasks` result.
-    pub fn decode_task_page(raw: &str) -> Option<TaskPage> {
-        serde_json::from_str(raw).ok()
     }
 }
 
@@ -217,35 +195,4 @@ fn encode_message(
 /// Keeps JSON we could not classify, for a `RAW` event.
 fn unknown(raw: &str) -> StreamEvent {
     StreamEvent::Unknown(serde_json::from_str(raw).unwrap_or(Value::Null))
-}
-
-/// A JSON-RPC 2.0 response envelope, borrowed from the frame text.
-#[derive(Debug, Deserialize)]
-pub struct Envelope<'a> {
-    #[serde(borrow, default)]
-    pub result: Option<&'a RawValue>,
-    #[serde(default)]
-    pub error: Option<RpcError>,
-}
-
-/// What one JSON-RPC response carries: its result (raw JSON text) or its error.
-#[derive(Debug)]
-pub enum RpcReply<'a> {
-    Result(&'a str),
-    Error(RpcError),
-}
-
-/// Splits a JSON-RPC response into its result or error; `None` if it is neither.
-pub fn parse_envelope(text: &str) -> Option<RpcReply<'_>> {
-    let env: Envelope<'_> = serde_json::from_str(text).ok()?;
-    match (env.error, env.result) {
-        (Some(e), _) => Some(RpcReply::Error(e)),
-        (None, Some(r)) => Some(RpcReply::Result(r.get())),
-        (None, None) => None,
-    }
-}
-
-/// A JSON-RPC request body.
-pub fn request_body(id: u64, method: &str, params: Value) -> Value {
-    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }

@@ -231,18 +231,13 @@ pub struct AgentConfig {
     pub credentials: Option<upstream::CredentialsConfig>,
 }
 
-/// `binding`: the first interface of the card the gateway speaks, or a pin.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+/// `binding`: the first interface of the card the gateway speaks (`auto`), or a pin, by
+/// the binding's configuration name ([`Binding::config_name`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum BindingChoice {
     #[default]
-    #[serde(rename = "auto")]
     Auto,
-    #[serde(rename = "jsonrpc")]
-    JsonRpc,
-    #[serde(rename = "http+json")]
-    HttpJson,
-    #[serde(rename = "grpc")]
-    Grpc,
+    Pinned(Binding),
 }
 
 impl BindingChoice {
@@ -250,10 +245,24 @@ impl BindingChoice {
     pub fn pinned(self) -> Option<Binding> {
         match self {
             Self::Auto => None,
-            Self::JsonRpc => Some(Binding::JsonRpc),
-            Self::HttpJson => Some(Binding::HttpJson),
-            Self::Grpc => Some(Binding::Grpc),
+            Self::Pinned(b) => Some(b),
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for BindingChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        if raw == "auto" {
+            return Ok(Self::Auto);
+        }
+        Binding::of_config(&raw).map(Self::Pinned).ok_or_else(|| {
+            let names: Vec<&str> = Binding::ALL.map(Binding::config_name).to_vec();
+            serde::de::Error::custom(format!(
+                "unknown binding `{raw}`, expected auto, {}",
+                names.join(", ")
+            ))
+        })
     }
 }
 

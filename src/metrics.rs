@@ -269,20 +269,20 @@ impl Metrics {
             .inc_by(n as u64);
     }
 
-    /// One A2A call ended: `method` the A2A method name, `binding` the card's spelling of
-    /// the binding that carried it (`JSONRPC`, `HTTP+JSON`).
+    /// One A2A call ended: `method` the A2A method name, `binding` the binding that carried
+    /// it (labelled as cards spell it: `JSONRPC`, `HTTP+JSON`, `GRPC`).
     pub(crate) fn upstream_call(
         &self,
         agent: &str,
         method: &'static str,
-        binding: &'static str,
+        binding: crate::a2a::card::Binding,
         ok: bool,
     ) {
         self.upstream_requests
             .get_or_create(&UpstreamLabels {
                 agent: agent.to_owned(),
                 method,
-                binding,
+                binding: binding.as_str(),
                 result: if ok { "ok" } else { "error" },
             })
             .inc();
@@ -341,7 +341,12 @@ mod tests {
             Some("a2a_task_failed"),
             Duration::from_millis(30),
         );
-        m.upstream_call("ref", "SendStreamingMessage", "HTTP+JSON", true);
+        m.upstream_call(
+            "ref",
+            "SendStreamingMessage",
+            crate::a2a::card::Binding::HttpJson,
+            true,
+        );
         m.first_event("ref", Duration::from_millis(3));
         m.events_sent("ref", 5);
         m.rate_limited();

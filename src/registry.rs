@@ -595,7 +595,7 @@ impl Registry {
         match &self.metrics {
             Some(metrics) => {
                 let (metrics, agent) = (metrics.clone(), agent.settings.name.clone());
-                let binding = selection.binding.as_str();
+                let binding = selection.binding;
                 client.observed(crate::a2a::client::CallHook(Arc::new(move |method, ok| {
                     metrics.upstream_call(&agent, method, binding, ok)
                 })))

@@ -22,6 +22,7 @@ use std::task::{Context, Poll};
 use futures::{FutureExt, Stream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
+use crate::a2a::call::ListTasks;
 use crate::a2a::client::{Client, ClientError};
 use crate::a2a::model::{OutgoingMessage, StreamEvent, Task};
 use crate::a2a::Operation;
@@ -567,11 +568,14 @@ impl Run {
         let listed = upstream
             .client
             .list_tasks_paged(
-                Some(context_id.as_str()),
-                PICK_UP_PAGE_SIZE,
+                ListTasks {
+                    context_id: Some(context_id.as_str()),
+                    page_size: PICK_UP_PAGE_SIZE,
+                    page_token: None,
+                    history_length: PICK_UP_HISTORY,
+                    include_artifacts: true,
+                },
                 PICK_UP_PAGES,
-                PICK_UP_HISTORY,
-                true,
             )
             .await;
         let mut tasks = match listed {

@@ -109,7 +109,9 @@ pub fn card_urls(configured: &Url) -> Vec<Url> {
 }
 
 /// An A2A protocol binding (A2A 1.0 §5), as cards spell it in `protocolBinding` (0.3:
-/// `transport`, `preferredTransport`).
+/// `transport`, `preferredTransport`). The one home of the bindings' names: the card's
+/// ([`Binding::as_str`], also the metrics' `binding` label and the traces'), and the
+/// configuration's `agents[].binding` ([`Binding::config_name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Binding {
     JsonRpc,
@@ -118,20 +120,38 @@ pub enum Binding {
 }
 
 impl Binding {
+    /// Every binding.
+    pub const ALL: [Binding; 3] = [Self::JsonRpc, Self::HttpJson, Self::Grpc];
+
     /// The card spelling: `JSONRPC`, `HTTP+JSON`, `GRPC`.
     pub fn as_str(self) -> &'static str {
+        self.spellings().0
+    }
+
+    /// The configuration's spelling (`agents[].binding`): the card's in lower case.
+    pub fn config_name(self) -> &'static str {
+        self.spellings().1
+    }
+
+    /// Both spellings; a test holds the second to the first in lower case.
+    fn spellings(self) -> (&'static str, &'static str) {
         match self {
-            Self::JsonRpc => "JSONRPC",
-            Self::HttpJson => "HTTP+JSON",
-            Self::Grpc => "GRPC",
+            Self::JsonRpc => ("JSONRPC", "jsonrpc"),
+            Self::HttpJson => ("HTTP+JSON", "http+json"),
+            Self::Grpc => ("GRPC", "grpc"),
         }
     }
 
     /// A card's spelling, in any case; `None` for a custom binding.
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::JsonRpc, Self::HttpJson, Self::Grpc]
+        Self::ALL
             .into_iter()
             .find(|b| b.as_str().eq_ignore_ascii_case(raw.trim()))
+    }
+
+    /// The configuration's spelling, exactly; `None` for any other.
+    pub fn of_config(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.config_name() == raw)
     }
 }
 
@@ -571,6 +591,36 @@ mod tests {
         assert_eq!(
             (sel.binding, sel.version, sel.url.path()),
             (Binding::JsonRpc, ProtocolVersion::V0_3, "/rpc")
+        );
+    }
+
+    /// The configuration names a binding as the card does, in lower case; each reads back.
+    #[test]
+    fn each_binding_has_one_spelling_per_place() {
+        for b in Binding::ALL {
+            assert_eq!(b.config_name(), b.as_str().to_ascii_lowercase(), "{b:?}");
+            assert_eq!(Binding::parse(b.as_str()), Some(b));
+            assert_eq!(Binding::parse(b.config_name()), Some(b));
+            assert_eq!(Binding::of_config(b.config_name()), Some(b));
+            assert_eq!(
+                Binding::of_config(b.as_str()),
+                None,
+                "{b:?}: the config's is lower case"
+            );
+        }
+        assert_eq!(Binding::parse("soap"), None);
+        // The words that list the configuration's values list exactly these.
+        let names: Vec<&str> = Binding::ALL.map(Binding::config_name).to_vec();
+        let root = env!("CARGO_MANIFEST_DIR");
+        let docs = std::fs::read_to_string(format!("{root}/docs/bindings.md")).unwrap();
+        let listed = format!("`agents[].binding: auto | {}`", names.join(" | "));
+        assert!(docs.contains(&listed), "docs/bindings.md: {listed}");
+        let example =
+            std::fs::read_to_string(format!("{root}/config/gateway.example.yaml")).unwrap();
+        let listed = format!("# {} (docs/bindings.md)", names.join(" | "));
+        assert!(
+            example.contains(&listed),
+            "config/gateway.example.yaml: {listed}"
         );
     }
 }

@@ -66,6 +66,35 @@ pub struct Refusal {
     pub shown: String,
 }
 
+/// The statuses that refuse the gateway's credentials, in each binding's spelling, and
+/// whether a fresh credential may be accepted: a 401 / `UNAUTHENTICATED` says the credential
+/// was not accepted (RFC 9110 §15.5.2), a 403 / `PERMISSION_DENIED` that it was and is not
+/// allowed (§15.5.4). The one place either binding's refusal is decided.
+pub const REFUSALS: [(u16, &str, bool); 2] = [
+    (401, "UNAUTHENTICATED", true),
+    (403, "PERMISSION_DENIED", false),
+];
+
+impl Refusal {
+    /// An HTTP answer's status as a refusal of `shown_url`'s credentials, if it is one.
+    pub fn of_http(status: u16, shown_url: &str) -> Option<Self> {
+        let (_, _, stale) = REFUSALS.iter().find(|(s, _, _)| *s == status)?;
+        Some(Self {
+            stale: *stale,
+            shown: format!("HTTP {status} from {shown_url}"),
+        })
+    }
+
+    /// A gRPC status code (its canonical name) as a refusal, if it is one.
+    pub fn of_grpc(code: &str, shown_url: &str) -> Option<Self> {
+        let (_, _, stale) = REFUSALS.iter().find(|(_, c, _)| *c == code)?;
+        Some(Self {
+            stale: *stale,
+            shown: format!("gRPC status {code} from {shown_url}"),
+        })
+    }
+}
+
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.shown)
@@ -268,5 +297,37 @@ mod tests {
             assert_eq!(by_rpc_code(e.rpc_code), Some(e));
         }
         assert_eq!(by_rpc_code(rpc_code::PARSE_ERROR), None);
+    }
+
+    /// Which status refuses the credentials, and whether a retry with fresh ones may help,
+    /// is the same rule in both bindings; nothing else is a refusal.
+    #[test]
+    fn refusals_are_decided_by_one_table() {
+        let url = "http://h/";
+        let cases = [
+            (
+                Refusal::of_http(401, url),
+                Some((true, "HTTP 401 from http://h/")),
+            ),
+            (
+                Refusal::of_http(403, url),
+                Some((false, "HTTP 403 from http://h/")),
+            ),
+            (Refusal::of_http(404, url), None),
+            (Refusal::of_http(407, url), None),
+            (
+                Refusal::of_grpc("UNAUTHENTICATED", url),
+                Some((true, "gRPC status UNAUTHENTICATED from http://h/")),
+            ),
+            (
+                Refusal::of_grpc("PERMISSION_DENIED", url),
+                Some((false, "gRPC status PERMISSION_DENIED from http://h/")),
+            ),
+            (Refusal::of_grpc("NOT_FOUND", url), None),
+        ];
+        for (i, (refusal, expected)) in cases.into_iter().enumerate() {
+            let got = refusal.as_ref().map(|r| (r.stale, r.shown.as_str()));
+            assert_eq!(got, expected, "case {i}");
+        }
     }
 }

@@ -1,6 +1,6 @@
-//! The gRPC binding (A2A 1.0 §10, `lf.a2a.v1.A2AService`): requests built from the
-//! gateway's own arguments, answers decoded from the generated messages straight into the
-//! version-neutral model ([`super::model`]), gRPC statuses into the one error table
+//! The gRPC binding (A2A 1.0 §10, `lf.a2a.v1.A2AService`): a [`Call`] as its request
+//! message ([`request`], pure), answers decoded from the generated messages straight into
+//! the version-neutral model ([`super::model`]), gRPC statuses into the one error table
 //! ([`super::errors`]).
 //!
 //! Transport: `tonic` over HTTP/2, h2c for `http://` interfaces, the agent's TLS
@@ -26,11 +26,12 @@ use prost::Message as _;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
+use super::call::{Answer, Call, SendArgs};
 use super::errors::ClientError;
 use super::errors::EventStream;
 use super::model::{
-    Artifact, ArtifactUpdate, Message, OutgoingMessage, Part, PartContent, Role, RpcError,
-    StatusUpdate, StreamEvent, Task, TaskPage, TaskState, TaskStatus,
+    Artifact, ArtifactUpdate, Message, Part, PartContent, Role, RpcError, StatusUpdate,
+    StreamEvent, Task, TaskPage, TaskState, TaskStatus,
 };
 
 /// The code generated from `proto/a2a.proto`: the client used here, the server the demo
@@ -54,11 +55,10 @@ type Service = pb::a2a_service_client::A2aServiceClient<tonic::transport::Channe
 pub(super) struct Transport(Arc<OnceLock<tonic::transport::Channel>>);
 
 /// One call's context: where, with which metadata and tenant, within which bounds.
-pub(super) struct Call {
+pub(super) struct Exchange {
     pub(super) transport: Transport,
     pub(super) url: url::Url,
     pub(super) headers: HeaderMap,
-    pub(super) tenant: String,
     pub(super) max_message_bytes: usize,
     /// The deadline sent as `grpc-timeout` (the caller bounds the wait itself).
     pub(super) timeout: Option<Duration>,
@@ -67,7 +67,7 @@ pub(super) struct Call {
     pub(super) tls: super::tls::AgentTls,
 }
 
-impl Call {
+impl Exchange {
     fn service(&self) -> Result<Service, ClientError> {
         let channel = match self.transport.0.get() {
             Some(channel) => channel.clone(),
@@ -121,104 +121,44 @@ impl Call {
         }
     }
 
-    /// `SendMessage`: a Task or a Message.
-    pub(super) async fn send_message(
-        self,
-        msg: &OutgoingMessage,
-        history_length: Option<u32>,
-    ) -> Result<StreamEvent, ClientError> {
-        let request = self.request(send_request(msg, history_length, &self.tenant));
-        let answer = self.service()?.send_message(request).await;
-        let answer = answer.map_err(|s| self.status(&s))?.into_inner();
-        Ok(match answer.payload {
-            Some(pb::send_message_response::Payload::Task(t)) => StreamEvent::Task(task(t)),
-            Some(pb::send_message_response::Payload::Message(m)) => {
-                StreamEvent::Message(message(m))
+    /// A unary call's answer.
+    pub(super) async fn unary(self, request: Request) -> Result<Answer, ClientError> {
+        let mut service = self.service()?;
+        let status = |s: tonic::Status| self.status(&s);
+        Ok(match request {
+            Request::Send(r) => {
+                let answer = service.send_message(self.request(r)).await;
+                Answer::Event(send_answer(answer.map_err(status)?.into_inner()))
             }
-            None => StreamEvent::Unknown(Value::Object(Default::default())),
+            Request::GetTask(r) => {
+                let answer = service.get_task(self.request(r)).await;
+                Answer::Task(task(answer.map_err(status)?.into_inner()))
+            }
+            Request::CancelTask(r) => {
+                let answer = service.cancel_task(self.request(r)).await;
+                Answer::Task(task(answer.map_err(status)?.into_inner()))
+            }
+            Request::ListTasks(r) => {
+                let answer = service.list_tasks(self.request(r)).await;
+                Answer::Page(page(answer.map_err(status)?.into_inner()))
+            }
+            Request::ExtendedCard(r) => {
+                let answer = service.get_extended_agent_card(self.request(r)).await;
+                Answer::Card(Box::new(card(answer.map_err(status)?.into_inner())))
+            }
+            Request::Stream(_) | Request::Subscribe(_) => return Err(not_unary()),
         })
     }
 
-    /// `SendStreamingMessage`.
-    pub(super) async fn stream_message(
-        self,
-        msg: &OutgoingMessage,
-        history_length: Option<u32>,
-    ) -> Result<EventStream, ClientError> {
-        let request = self.request(send_request(msg, history_length, &self.tenant));
-        let answer = self.service()?.send_streaming_message(request).await;
+    /// A server stream's events (`SendStreamingMessage`, `SubscribeToTask`).
+    pub(super) async fn stream(self, request: Request) -> Result<EventStream, ClientError> {
+        let mut service = self.service()?;
+        let answer = match request {
+            Request::Stream(r) => service.send_streaming_message(self.request(r)).await,
+            Request::Subscribe(r) => service.subscribe_to_task(self.request(r)).await,
+            _ => return Err(not_unary()),
+        };
         Ok(self.events(answer.map_err(|s| self.status(&s))?.into_inner()))
-    }
-
-    /// `SubscribeToTask`.
-    pub(super) async fn subscribe(self, task_id: &str) -> Result<EventStream, ClientError> {
-        let request = self.request(pb::SubscribeToTaskRequest {
-            tenant: self.tenant.clone(),
-            id: task_id.to_owned(),
-        });
-        let answer = self.service()?.subscribe_to_task(request).await;
-        Ok(self.events(answer.map_err(|s| self.status(&s))?.into_inner()))
-    }
-
-    /// `GetTask`.
-    pub(super) async fn get_task(
-        self,
-        task_id: &str,
-        history_length: Option<u32>,
-    ) -> Result<Task, ClientError> {
-        let request = self.request(pb::GetTaskRequest {
-            tenant: self.tenant.clone(),
-            id: task_id.to_owned(),
-            history_length: history_length.map(clamp),
-        });
-        let answer = self.service()?.get_task(request).await;
-        Ok(task(answer.map_err(|s| self.status(&s))?.into_inner()))
-    }
-
-    /// `GetExtendedAgentCard`.
-    pub(super) async fn get_extended_card(self) -> Result<super::card::AgentCard, ClientError> {
-        let request = self.request(pb::GetExtendedAgentCardRequest {
-            tenant: self.tenant.clone(),
-        });
-        let answer = self.service()?.get_extended_agent_card(request).await;
-        Ok(card(answer.map_err(|s| self.status(&s))?.into_inner()))
-    }
-
-    /// `CancelTask`.
-    pub(super) async fn cancel_task(self, task_id: &str) -> Result<Task, ClientError> {
-        let request = self.request(pb::CancelTaskRequest {
-            tenant: self.tenant.clone(),
-            id: task_id.to_owned(),
-            metadata: None,
-        });
-        let answer = self.service()?.cancel_task(request).await;
-        Ok(task(answer.map_err(|s| self.status(&s))?.into_inner()))
-    }
-
-    /// `ListTasks`.
-    pub(super) async fn list_tasks(
-        self,
-        context_id: Option<&str>,
-        page_size: u32,
-        page_token: Option<&str>,
-        history_length: u32,
-        include_artifacts: bool,
-    ) -> Result<TaskPage, ClientError> {
-        let request = self.request(pb::ListTasksRequest {
-            tenant: self.tenant.clone(),
-            context_id: context_id.unwrap_or_default().to_owned(),
-            page_size: Some(clamp(page_size)),
-            page_token: page_token.unwrap_or_default().to_owned(),
-            history_length: Some(clamp(history_length)),
-            include_artifacts: Some(include_artifacts),
-            ..Default::default()
-        });
-        let answer = self.service()?.list_tasks(request).await;
-        let page = answer.map_err(|s| self.status(&s))?.into_inner();
-        Ok(TaskPage {
-            tasks: page.tasks.into_iter().map(task).collect(),
-            next_page_token: non_empty(page.next_page_token),
-        })
     }
 
     /// A server stream's messages as events; it ends after its first error.
@@ -266,18 +206,11 @@ pub(super) fn error_of(status: &tonic::Status, url: &url::Url, limit: usize) -> 
             data: None,
         });
     }
+    let shown_url = crate::redact::url(url);
+    if let Some(refusal) = super::errors::Refusal::of_grpc(code_name(status.code()), &shown_url) {
+        return ClientError::Unauthorized(refusal);
+    }
     match status.code() {
-        // The credentials refused (gRPC status codes: UNAUTHENTICATED says fresh ones may do).
-        code @ (Code::Unauthenticated | Code::PermissionDenied) => {
-            ClientError::Unauthorized(super::errors::Refusal {
-                stale: code == Code::Unauthenticated,
-                shown: format!(
-                    "gRPC status {} from {}",
-                    code_name(code),
-                    crate::redact::url(url)
-                ),
-            })
-        }
         // tonic's own refusal of a message past max_decoding_message_size.
         Code::OutOfRange | Code::ResourceExhausted
             if status.message().contains("message length too large") =>
@@ -285,11 +218,9 @@ pub(super) fn error_of(status: &tonic::Status, url: &url::Url, limit: usize) -> 
             ClientError::EventTooLarge { limit }
         }
         // (A refused TLS handshake is named by the caller, which knows the agent's TLS.)
-        code => ClientError::Unavailable(format!(
-            "gRPC status {} from {}",
-            code_name(code),
-            crate::redact::url(url)
-        )),
+        code => {
+            ClientError::Unavailable(format!("gRPC status {} from {shown_url}", code_name(code)))
+        }
     }
 }
 
@@ -328,13 +259,60 @@ fn code_name(code: tonic::Code) -> &'static str {
 
 // ---- model -> proto (requests) ----
 
-fn send_request(
-    msg: &OutgoingMessage,
-    history_length: Option<u32>,
-    tenant: &str,
-) -> pb::SendMessageRequest {
+/// One call's request message.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Request {
+    Stream(pb::SendMessageRequest),
+    Send(pb::SendMessageRequest),
+    GetTask(pb::GetTaskRequest),
+    CancelTask(pb::CancelTaskRequest),
+    Subscribe(pb::SubscribeToTaskRequest),
+    ListTasks(pb::ListTasksRequest),
+    ExtendedCard(pb::GetExtendedAgentCardRequest),
+}
+
+/// The request of `call`, the tenant its field (empty: none).
+pub(super) fn request(call: &Call<'_>, tenant: &str) -> Request {
+    let tenant = tenant.to_owned();
+    match *call {
+        Call::Stream(s) => Request::Stream(send_request(s, tenant)),
+        Call::Send(s) => Request::Send(send_request(s, tenant)),
+        Call::GetTask { id, history_length } => Request::GetTask(pb::GetTaskRequest {
+            tenant,
+            id: id.as_str().to_owned(),
+            history_length: history_length.map(clamp),
+        }),
+        Call::CancelTask { id } => Request::CancelTask(pb::CancelTaskRequest {
+            tenant,
+            id: id.as_str().to_owned(),
+            metadata: None,
+        }),
+        Call::Subscribe { id } => Request::Subscribe(pb::SubscribeToTaskRequest {
+            tenant,
+            id: id.as_str().to_owned(),
+        }),
+        Call::ListTasks(list) => Request::ListTasks(pb::ListTasksRequest {
+            tenant,
+            context_id: list.context_id.unwrap_or_default().to_owned(),
+            page_size: Some(clamp(list.page_size)),
+            page_token: list.page_token.unwrap_or_default().to_owned(),
+            history_length: Some(clamp(list.history_length)),
+            include_artifacts: Some(list.include_artifacts),
+            ..Default::default()
+        }),
+        Call::ExtendedCard => Request::ExtendedCard(pb::GetExtendedAgentCardRequest { tenant }),
+    }
+}
+
+/// A streaming request sent as a unary call, or the reverse (a bug of ours).
+fn not_unary() -> ClientError {
+    ClientError::Invalid("a gRPC request sent as the other kind of call".into())
+}
+
+fn send_request(send: SendArgs<'_>, tenant: String) -> pb::SendMessageRequest {
+    let msg = send.message;
     pb::SendMessageRequest {
-        tenant: tenant.to_owned(),
+        tenant,
         message: Some(pb::Message {
             message_id: msg.message_id.clone(),
             context_id: msg.context_id.clone().unwrap_or_default(),
@@ -345,7 +323,7 @@ fn send_request(
             extensions: msg.extensions.clone(),
             reference_task_ids: Vec::new(),
         }),
-        configuration: history_length.map(|n| pb::SendMessageConfiguration {
+        configuration: send.history_length.map(|n| pb::SendMessageConfiguration {
             history_length: Some(clamp(n)),
             ..Default::default()
         }),
@@ -399,6 +377,23 @@ fn encode_value(v: &Value) -> prost_types::Value {
 }
 
 // ---- proto -> model (answers) ----
+
+/// `SendMessage`'s answer: a Task or a Message (an empty one is kept as an unknown event).
+fn send_answer(answer: pb::SendMessageResponse) -> StreamEvent {
+    match answer.payload {
+        Some(pb::send_message_response::Payload::Task(t)) => StreamEvent::Task(task(t)),
+        Some(pb::send_message_response::Payload::Message(m)) => StreamEvent::Message(message(m)),
+        None => StreamEvent::Unknown(Value::Object(Default::default())),
+    }
+}
+
+/// `ListTasks`' answer.
+fn page(page: pb::ListTasksResponse) -> TaskPage {
+    TaskPage {
+        tasks: page.tasks.into_iter().map(task).collect(),
+        next_page_token: non_empty(page.next_page_token),
+    }
+}
 
 /// One `StreamResponse` as a stream event (an empty one is kept as an unknown event).
 pub(super) fn stream_event(item: pb::StreamResponse) -> StreamEvent {
@@ -563,6 +558,7 @@ fn decode_value(v: prost_types::Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::a2a::model::OutgoingMessage;
     use serde_json::json;
 
     fn text(t: &str) -> pb::Part {
@@ -694,7 +690,13 @@ mod tests {
             metadata: Some(json!({"approval": {"ok": true}})),
             extensions: vec!["urn:x".into()],
         };
-        let req = send_request(&msg, Some(3), "acme");
+        let send = SendArgs {
+            message: &msg,
+            history_length: Some(3),
+        };
+        let Request::Send(req) = request(&Call::Send(send), "acme") else {
+            panic!()
+        };
         assert_eq!(req.tenant, "acme");
         assert_eq!(req.configuration.unwrap().history_length, Some(3));
         let m = req.message.unwrap();

@@ -1,9 +1,9 @@
 //! The HTTP+JSON binding of A2A 1.0 (A2A 1.0 §11, docs/bindings.md): what a call looks like
 //! on the wire, and what its answers say.
 //!
-//! - Requests: a call's params (the same object a JSON-RPC call carries) are transcoded as
-//!   `a2a.proto`'s `google.api.http` rules say: `tenant` and the task id go into the path
-//!   (`{url}/{tenant}/tasks/{id}:cancel`), the rest is the JSON body of a POST or the query
+//! - Requests: a [`Call`] as `a2a.proto`'s `google.api.http` rules say: `tenant` and the
+//!   task id go into the path (`{url}/{tenant}/tasks/{id}:cancel`), the rest is the JSON
+//!   body of a POST (a send's is the 1.0 JSON-RPC params, [`jsonrpc::params`]) or the query
 //!   of a GET (camelCase names: `?historyLength=2`). Path segments are percent-encoded, so a
 //!   task id cannot reach another route.
 //! - Answers: the same 1.0 ProtoJSON objects as JSON-RPC results, without an envelope;
@@ -18,8 +18,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use url::Url;
 
-use super::model::{RpcError, StreamEvent};
-use super::{errors, wire_v1, Operation};
+use super::call::{Answer, Call};
+use super::errors::{self, ClientError};
+use super::model::{ProtocolVersion, RpcError, StreamEvent};
+use super::{jsonrpc, wire_v1, Operation};
+use crate::ids::TaskId;
 
 /// One HTTP+JSON request.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,51 +41,69 @@ pub enum Unaddressable {
     Tenant,
 }
 
-/// The request of `op` with `params` (a JSON object, as a JSON-RPC call would carry them)
-/// under the interface URL `base`.
-pub fn request(base: &Url, op: Operation, params: Value) -> Result<Request, Unaddressable> {
-    let mut fields = match params {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
+/// The request of `call` under the interface URL `base`, `tenant` (if not empty) its first
+/// path segment.
+pub(crate) fn request(
+    base: &Url,
+    call: &Call<'_>,
+    tenant: Option<&str>,
+) -> Result<Request, Unaddressable> {
     let mut path: Vec<String> = Vec::new();
     // A2A 1.0 §11: every route has a twin under `/{tenant}`.
-    if let Some(tenant) = take_string(&mut fields, "tenant") {
-        path.push(segment(&tenant).ok_or(Unaddressable::Tenant)?);
+    if let Some(tenant) = tenant.filter(|t| !t.is_empty()) {
+        path.push(segment(tenant).ok_or(Unaddressable::Tenant)?);
     }
-    let id = |fields: &mut Map<String, Value>| {
-        segment(&take_string(fields, "id").unwrap_or_default()).ok_or(Unaddressable::TaskId)
-    };
-    let (method, body) = match op {
-        Operation::Send => {
+    let id = |id: &TaskId| segment(id.as_str()).ok_or(Unaddressable::TaskId);
+    let mut query: Vec<(&str, String)> = Vec::new();
+    let empty = || Some(Value::Object(Map::new()));
+    let (method, body) = match *call {
+        Call::Send(_) => {
             path.push("message:send".into());
-            (reqwest::Method::POST, true)
+            let body = jsonrpc::params(call, ProtocolVersion::V1);
+            (reqwest::Method::POST, Some(body))
         }
-        Operation::Stream => {
+        Call::Stream(_) => {
             path.push("message:stream".into());
-            (reqwest::Method::POST, true)
+            let body = jsonrpc::params(call, ProtocolVersion::V1);
+            (reqwest::Method::POST, Some(body))
         }
-        Operation::GetTask => {
-            path.extend(["tasks".into(), id(&mut fields)?]);
-            (reqwest::Method::GET, false)
+        Call::GetTask {
+            id: task,
+            history_length,
+        } => {
+            path.extend(["tasks".into(), id(task)?]);
+            if let Some(n) = history_length {
+                query.push(("historyLength", n.to_string()));
+            }
+            (reqwest::Method::GET, None)
         }
-        Operation::ListTasks => {
+        Call::ListTasks(list) => {
             path.push("tasks".into());
-            (reqwest::Method::GET, false)
+            // Sorted by name, as the query has always been written.
+            if let Some(c) = list.context_id {
+                query.push(("contextId", c.to_owned()));
+            }
+            query.push(("historyLength", list.history_length.to_string()));
+            query.push(("includeArtifacts", list.include_artifacts.to_string()));
+            query.push(("pageSize", list.page_size.to_string()));
+            if let Some(t) = list.page_token {
+                query.push(("pageToken", t.to_owned()));
+            }
+            (reqwest::Method::GET, None)
         }
-        Operation::ExtendedCard => {
+        Call::ExtendedCard => {
             path.push("extendedAgentCard".into());
-            (reqwest::Method::GET, false)
+            (reqwest::Method::GET, None)
         }
-        Operation::CancelTask => {
-            path.extend(["tasks".into(), format!("{}:cancel", id(&mut fields)?)]);
-            (reqwest::Method::POST, true)
+        Call::CancelTask { id: task } => {
+            path.extend(["tasks".into(), format!("{}:cancel", id(task)?)]);
+            (reqwest::Method::POST, empty())
         }
         // The proto annotates GET; the spec's prose, which we follow, says POST (a2a-sdk and
         // @a2a-js/sdk route both).
-        Operation::Subscribe => {
-            path.extend(["tasks".into(), format!("{}:subscribe", id(&mut fields)?)]);
-            (reqwest::Method::POST, true)
+        Call::Subscribe { id: task } => {
+            path.extend(["tasks".into(), format!("{}:subscribe", id(task)?)]);
+            (reqwest::Method::POST, empty())
         }
     };
     let mut url = base.clone();
@@ -93,42 +114,39 @@ pub fn request(base: &Url, op: Operation, params: Value) -> Result<Request, Unad
         full.push_str(s);
     }
     url.set_path(&full);
-    if body {
-        return Ok(Request {
-            method,
-            url,
-            body: Some(Value::Object(fields)),
-        });
-    }
-    let query: Vec<(String, String)> = fields
-        .into_iter()
-        .filter_map(|(k, v)| Some((k, query_value(&v)?)))
-        .collect();
     if !query.is_empty() {
         url.query_pairs_mut().extend_pairs(query);
     }
-    Ok(Request {
-        method,
-        url,
-        body: None,
-    })
+    Ok(Request { method, url, body })
 }
 
-fn take_string(fields: &mut Map<String, Value>, key: &str) -> Option<String> {
-    match fields.remove(key)? {
-        Value::String(s) if !s.is_empty() => Some(s),
-        _ => None,
+/// A unary call's answer: the body, the 1.0 ProtoJSON result of `op` ([`Answer::of_json`]);
+/// a body that is not JSON is described by its size, never echoed.
+pub fn answer(op: Operation, text: &str) -> Result<Answer, ClientError> {
+    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Ok(_) => Answer::of_json(op, ProtocolVersion::V1, text),
+        Err(_) => Err(not_a2a(text)),
     }
 }
 
-/// A query parameter's value (A2A 1.0 §11.5: scalars as text); `None` for what has none.
-fn query_value(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
+/// One stream item (an SSE frame's data, or a plain JSON body answering a streaming call).
+pub fn frame(data: &str) -> Result<StreamEvent, ClientError> {
+    match decode_frame(data) {
+        Ok(event) => Ok(event),
+        Err(FrameError::A2a(e)) => Err(ClientError::Rpc(e)),
+        Err(FrameError::Other) => Err(ClientError::Unavailable(
+            "the upstream ended the stream with an error that names no A2A error".into(),
+        )),
+        Err(FrameError::Invalid) => Err(not_a2a(data)),
     }
+}
+
+/// An answer that is not JSON: described by its size, never echoed.
+fn not_a2a(text: &str) -> ClientError {
+    ClientError::Invalid(format!(
+        "the upstream answered {} bytes that are not A2A JSON",
+        text.len()
+    ))
 }
 
 /// `raw` as one path segment, everything but RFC 3986 unreserved characters
@@ -225,6 +243,8 @@ pub fn decode_frame(data: &str) -> Result<StreamEvent, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::a2a::call::{ListTasks, SendArgs};
+    use crate::a2a::model::OutgoingMessage;
     use crate::a2a::rpc_code;
     use serde_json::json;
 
@@ -232,103 +252,126 @@ mod tests {
         Url::parse(s).unwrap()
     }
 
+    /// Every operation's route, method, query and body (a table: the call, the tenant, what
+    /// goes on the wire).
     #[test]
-    fn each_operation_has_its_route() {
-        let b = base("http://h:1/prefix/a2a/");
-        let msg = json!({"message": {"messageId": "m"}});
+    fn each_call_has_its_route() {
+        let b = base("https://h/v1/projects/p/a2a/");
+        let (t1, odd) = (TaskId::new("t1"), TaskId::new("x:y"));
+        let msg = OutgoingMessage {
+            message_id: "m".into(),
+            ..OutgoingMessage::default()
+        };
+        let send = SendArgs {
+            message: &msg,
+            history_length: None,
+        };
+        let list = ListTasks {
+            context_id: Some("c 1"),
+            page_size: 20,
+            page_token: Some("tok"),
+            history_length: 0,
+            include_artifacts: true,
+        };
+        let sent = json!({"message": {"messageId": "m", "parts": [], "role": "ROLE_USER"}});
         let cases = [
             (
-                Operation::Send,
-                msg.clone(),
+                Call::Send(send),
+                None,
                 "POST",
-                "/prefix/a2a/message:send",
-                Some(msg.clone()),
+                "/v1/projects/p/a2a/message:send",
+                None,
+                Some(sent.clone()),
             ),
             (
-                Operation::Stream,
-                msg.clone(),
+                Call::Stream(send),
+                Some("acme"),
                 "POST",
-                "/prefix/a2a/message:stream",
-                Some(msg),
+                "/v1/projects/p/a2a/acme/message:stream",
+                None,
+                Some(sent),
             ),
             (
-                Operation::GetTask,
-                json!({"id": "t1"}),
+                Call::GetTask {
+                    id: &t1,
+                    history_length: None,
+                },
+                None,
                 "GET",
-                "/prefix/a2a/tasks/t1",
+                "/v1/projects/p/a2a/tasks/t1",
+                None,
                 None,
             ),
             (
-                Operation::CancelTask,
-                json!({"id": "t1"}),
-                "POST",
-                "/prefix/a2a/tasks/t1:cancel",
-                Some(json!({})),
-            ),
-            (
-                Operation::Subscribe,
-                json!({"id": "t1"}),
-                "POST",
-                "/prefix/a2a/tasks/t1:subscribe",
-                Some(json!({})),
-            ),
-            (
-                Operation::ListTasks,
-                json!({}),
+                Call::GetTask {
+                    id: &t1,
+                    history_length: Some(2),
+                },
+                Some("acme"),
                 "GET",
-                "/prefix/a2a/tasks",
+                "/v1/projects/p/a2a/acme/tasks/t1",
+                Some("historyLength=2"),
+                None,
+            ),
+            (
+                Call::CancelTask { id: &t1 },
+                None,
+                "POST",
+                "/v1/projects/p/a2a/tasks/t1:cancel",
+                None,
+                Some(json!({})),
+            ),
+            (
+                Call::CancelTask { id: &odd },
+                Some("t/../u"),
+                "POST",
+                "/v1/projects/p/a2a/t%2F..%2Fu/tasks/x%3Ay:cancel",
+                None,
+                Some(json!({})),
+            ),
+            (
+                Call::Subscribe { id: &t1 },
+                Some(""),
+                "POST",
+                "/v1/projects/p/a2a/tasks/t1:subscribe",
+                None,
+                Some(json!({})),
+            ),
+            (
+                Call::ListTasks(ListTasks::default()),
+                None,
+                "GET",
+                "/v1/projects/p/a2a/tasks",
+                Some("historyLength=0&includeArtifacts=false&pageSize=0"),
+                None,
+            ),
+            (
+                Call::ListTasks(list),
+                Some("acme"),
+                "GET",
+                "/v1/projects/p/a2a/acme/tasks",
+                Some(
+                    "contextId=c+1&historyLength=0&includeArtifacts=true&pageSize=20&pageToken=tok",
+                ),
+                None,
+            ),
+            (
+                Call::ExtendedCard,
+                None,
+                "GET",
+                "/v1/projects/p/a2a/extendedAgentCard",
+                None,
                 None,
             ),
         ];
-        for (op, params, method, path, body) in cases {
-            let r = request(&b, op, params).unwrap();
+        for (call, tenant, method, path, query, body) in cases {
+            let r = request(&b, &call, tenant).unwrap();
             assert_eq!(
                 (r.method.as_str(), r.url.path(), r.url.query(), r.body),
-                (method, path, None, body),
-                "{op:?}"
+                (method, path, query, body),
+                "{call:?} {tenant:?}"
             );
         }
-    }
-
-    #[test]
-    fn the_tenant_leads_the_path_and_the_rest_is_query_or_body() {
-        let b = base("https://h/v1/projects/p/a2a");
-        let r = request(
-            &b,
-            Operation::GetTask,
-            json!({"id": "t1", "historyLength": 2, "tenant": "acme"}),
-        )
-        .unwrap();
-        assert_eq!(
-            r.url.as_str(),
-            "https://h/v1/projects/p/a2a/acme/tasks/t1?historyLength=2"
-        );
-        let mut list =
-            crate::a2a::model::ProtocolVersion::list_params(Some("c 1"), 20, Some("tok"), 0, true);
-        list["tenant"] = json!("acme");
-        let r = request(&b, Operation::ListTasks, list).unwrap();
-        assert_eq!(
-            r.url.as_str(),
-            "https://h/v1/projects/p/a2a/acme/tasks?contextId=c+1&historyLength=0&includeArtifacts=true&pageSize=20&pageToken=tok"
-        );
-        let r = request(
-            &b,
-            Operation::Send,
-            json!({"message": {"messageId": "m"}, "tenant": "acme"}),
-        )
-        .unwrap();
-        assert_eq!(r.url.path(), "/v1/projects/p/a2a/acme/message:send");
-        assert_eq!(
-            r.body,
-            Some(json!({"message": {"messageId": "m"}})),
-            "the tenant is in the path only"
-        );
-        let r = request(&b, Operation::Send, json!({"message": {}, "tenant": ""})).unwrap();
-        assert_eq!(
-            r.url.path(),
-            "/v1/projects/p/a2a/message:send",
-            "an empty tenant is none"
-        );
     }
 
     #[test]
@@ -340,27 +383,43 @@ mod tests {
             ("v1.2", "/a2a/tasks/v1.2"),
             ("é", "/a2a/tasks/%C3%A9"),
         ] {
-            let r = request(&b, Operation::GetTask, json!({"id": id})).unwrap();
+            let id = TaskId::new(id);
+            let call = Call::GetTask {
+                id: &id,
+                history_length: None,
+            };
+            let r = request(&b, &call, None).unwrap();
             assert_eq!((r.url.path(), r.url.query()), (path, None), "{id}");
         }
-        let r = request(
-            &b,
-            Operation::CancelTask,
-            json!({"id": "x:y", "tenant": "t/../u"}),
-        )
-        .unwrap();
-        assert_eq!(r.url.path(), "/a2a/t%2F..%2Fu/tasks/x%3Ay:cancel");
         for id in ["", ".", ".."] {
+            let id = TaskId::new(id);
             assert_eq!(
-                request(&b, Operation::Subscribe, json!({"id": id})),
+                request(&b, &Call::Subscribe { id: &id }, None),
                 Err(Unaddressable::TaskId),
                 "{id:?}"
             );
         }
         assert_eq!(
-            request(&b, Operation::Send, json!({"tenant": ".."})),
+            request(&b, &Call::ExtendedCard, Some("..")),
             Err(Unaddressable::Tenant)
         );
+    }
+
+    /// A unary answer is the bare result; a body that is not JSON is described, not echoed.
+    #[test]
+    fn answers_are_bare_results() {
+        let task = r#"{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}"#;
+        let t = answer(Operation::GetTask, task)
+            .unwrap()
+            .into_task()
+            .unwrap();
+        assert_eq!(t.id, "t");
+        let e = answer(Operation::GetTask, "<html>")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("6 bytes that are not A2A JSON"), "{e}");
+        let e = answer(Operation::ListTasks, "1").unwrap_err().to_string();
+        assert!(e.contains("not a task page"), "{e}");
     }
 
     /// What a2a-sdk 1.3.0 sends (transcripts §5.8-5.10, `utils/error_handlers.py`) and
@@ -475,11 +534,9 @@ mod tests {
         for line in body.lines().filter_map(|l| l.strip_prefix("data:")) {
             let envelope: Value = serde_json::from_str(line.trim()).unwrap();
             let bare = envelope["result"].to_string();
-            let rpc = crate::a2a::client::decode_frame(
-                crate::a2a::model::ProtocolVersion::V1,
-                line.trim(),
-            )
-            .unwrap();
+            let rpc =
+                crate::a2a::jsonrpc::frame(crate::a2a::model::ProtocolVersion::V1, line.trim())
+                    .unwrap();
             assert_eq!(decode_frame(&bare), Ok(rpc));
             n += 1;
         }

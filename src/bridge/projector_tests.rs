@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::a2a::client::{decode_frame, ClientError};
+use crate::a2a::client::ClientError;
+use crate::a2a::jsonrpc::frame as decode_frame;
 use crate::a2a::model::PartContent;
 use crate::a2a::model::ProtocolVersion;
 use crate::a2a::sse::Parser;

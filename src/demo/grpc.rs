@@ -541,7 +541,10 @@ mod tests {
             (read.status.state, read.history.len()),
             (TaskState::Completed, 0)
         );
-        let page = client.list_tasks(None, 1, None, 0, true).await.unwrap();
+        let page = client
+            .list_tasks(crate::a2a::call::ListTasks::first(None, 1).with_artifacts())
+            .await
+            .unwrap();
         assert_eq!(page.tasks[0].id, waiting.id, "newest first");
         assert!(page.next_page_token.is_some());
         assert_eq!(

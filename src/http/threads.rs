@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::AgentRef;
+use crate::a2a::call::ListTasks;
 use crate::a2a::client::ClientError;
 use crate::a2a::model::{StreamEvent, Task};
 use crate::a2a::Operation;
@@ -229,7 +230,13 @@ pub(crate) async fn tasks_of(
         let context_id = context_id.as_str();
         let page = upstream
             .client
-            .list_tasks(Some(context_id), LIST_PAGE_SIZE, None, DETAIL_HISTORY, true)
+            .list_tasks(ListTasks {
+                context_id: Some(context_id),
+                page_size: LIST_PAGE_SIZE,
+                page_token: None,
+                history_length: DETAIL_HISTORY,
+                include_artifacts: true,
+            })
             .await?;
         return Ok(page
             .tasks
@@ -310,7 +317,7 @@ async fn visible_threads(
     }
     let tasks = upstream
         .client
-        .list_tasks_paged(None, LIST_PAGE_SIZE, LIST_PAGES, 0, false)
+        .list_tasks_paged(ListTasks::first(None, LIST_PAGE_SIZE), LIST_PAGES)
         .await
         .map_err(|e| RequestError::from(&e))?;
     let mut visible = Vec::new();

@@ -356,7 +356,10 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
             (task.id.as_str(), 1)
         );
         let context = task.context_id.as_deref();
-        let page = a2a.list_tasks(context, 10, None, 0, true).await.unwrap();
+        let page = a2a
+            .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(context, 10).with_artifacts())
+            .await
+            .unwrap();
         assert_eq!(page.tasks.len(), 1, "{binding:?}");
         let mut events = a2a.subscribe(&task.id).await.map(|_| ()).err();
         assert_eq!(

@@ -1012,7 +1012,10 @@ async fn a2a_js_client(mode: &str) {
 
     let read = a2a.get_task(&task.id, Some(1)).await.unwrap();
     assert_eq!((&read.id, read.history.len()), (&task.id, 1), "{what}");
-    let page = a2a.list_tasks(context, 10, None, 0, true).await.unwrap();
+    let page = a2a
+        .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(context, 10).with_artifacts())
+        .await
+        .unwrap();
     let listed: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(listed, [task.id.as_str()], "{what}");
 

@@ -887,7 +887,10 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         )
     };
     let page = client(ProtocolVersion::V1)
-        .list_tasks(Some(&context), 10, None, 0, false)
+        .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(
+            Some(&context),
+            10,
+        ))
         .await
         .unwrap();
     assert_eq!(page.tasks.len(), 2);
@@ -897,7 +900,10 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         "newest first"
     );
     let v03 = client(ProtocolVersion::V0_3)
-        .list_tasks(Some(&context), 10, None, 0, false)
+        .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(
+            Some(&context),
+            10,
+        ))
         .await;
     assert!(matches!(v03, Err(ClientError::Unsupported(..))));
     // GetTask and CancelTask in both versions, on a finished task.

@@ -1,0 +1,180 @@
+//! One A2A call as a value: [`Call`] names the operation and holds its typed arguments, and
+//! [`Answer`] is what it returned, in the version-neutral model. Each binding has one pure
+//! codec from a `Call` to its wire request and from its wire answer back to an `Answer`
+//! ([`super::jsonrpc`], [`super::rest`], [`super::grpc`]); the client
+//! ([`super::client::Client`]) only sends, bounds, authorizes, traces and counts.
+//!
+//! An operation's name is the table in `src/a2a.rs` ([`super::ProtocolVersion::method`]);
+//! nothing here spells it. Data only: no I/O here.
+
+use super::card::AgentCard;
+use super::errors::ClientError;
+use super::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task, TaskPage};
+use super::Operation;
+use crate::ids::TaskId;
+
+/// One A2A call and its arguments.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Call<'a> {
+    /// `SendStreamingMessage`: events until the task is final or interrupted.
+    Stream(SendArgs<'a>),
+    /// `SendMessage` (blocking): a Task or a Message.
+    Send(SendArgs<'a>),
+    /// `GetTask`, with at most `history_length` messages of history.
+    GetTask {
+        id: &'a TaskId,
+        history_length: Option<u32>,
+    },
+    /// `CancelTask`.
+    CancelTask { id: &'a TaskId },
+    /// `SubscribeToTask`: the events of a task still running.
+    Subscribe { id: &'a TaskId },
+    /// `ListTasks` (1.0 only).
+    ListTasks(ListTasks<'a>),
+    /// `GetExtendedAgentCard`: the card served to authenticated callers.
+    ExtendedCard,
+}
+
+/// The arguments of a send or stream call.
+#[derive(Debug, Clone, Copy)]
+pub struct SendArgs<'a> {
+    pub message: &'a OutgoingMessage,
+    pub history_length: Option<u32>,
+}
+
+/// The arguments of `ListTasks`. A2A 1.0 leaves a task's artifacts out of a listing unless
+/// `include_artifacts` is set (a2a-sdk strips them): a conversation rebuilt from the listing
+/// needs them (artifact text, ADK's new executor's tool calls).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListTasks<'a> {
+    /// Only the tasks of this context, if given.
+    pub context_id: Option<&'a str>,
+    pub page_size: u32,
+    pub page_token: Option<&'a str>,
+    pub history_length: u32,
+    pub include_artifacts: bool,
+}
+
+impl<'a> ListTasks<'a> {
+    /// The first page of up to `page_size` tasks (of `context_id`, if given), without their
+    /// history or artifacts.
+    pub fn first(context_id: Option<&'a str>, page_size: u32) -> Self {
+        Self {
+            context_id,
+            page_size,
+            ..Self::default()
+        }
+    }
+
+    /// The same listing with the tasks' artifacts.
+    pub fn with_artifacts(self) -> Self {
+        Self {
+            include_artifacts: true,
+            ..self
+        }
+    }
+}
+
+impl Call<'_> {
+    /// The operation this call is.
+    pub(crate) fn operation(&self) -> Operation {
+        match self {
+            Self::Stream(_) => Operation::Stream,
+            Self::Send(_) => Operation::Send,
+            Self::GetTask { .. } => Operation::GetTask,
+            Self::CancelTask { .. } => Operation::CancelTask,
+            Self::Subscribe { .. } => Operation::Subscribe,
+            Self::ListTasks(_) => Operation::ListTasks,
+            Self::ExtendedCard => Operation::ExtendedCard,
+        }
+    }
+
+    /// The extensions the call's message uses (A2A 1.0 §4.6): asked for on its headers.
+    pub(crate) fn extensions(&self) -> &[String] {
+        match self {
+            Self::Stream(s) | Self::Send(s) => &s.message.extensions,
+            _ => &[],
+        }
+    }
+}
+
+/// What a unary call returned.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// `SendMessage`: a Task or a Message.
+    Event(StreamEvent),
+    /// `GetTask`, `CancelTask`.
+    Task(Task),
+    /// `ListTasks`.
+    Page(TaskPage),
+    /// `GetExtendedAgentCard`.
+    Card(Box<AgentCard>),
+}
+
+impl Answer {
+    /// A JSON binding's result (a JSON-RPC response's `result`, an HTTP+JSON body) of `op`,
+    /// in `version`'s ProtoJSON; an object that is not what `op` returns is described,
+    /// never echoed.
+    pub fn of_json(
+        op: Operation,
+        version: ProtocolVersion,
+        result: &str,
+    ) -> Result<Self, ClientError> {
+        match op {
+            Operation::Stream | Operation::Send | Operation::Subscribe => {
+                Ok(Self::Event(version.decode_event(result)))
+            }
+            Operation::GetTask | Operation::CancelTask => version
+                .decode_task(result)
+                .map(Self::Task)
+                .ok_or_else(|| not_a("Task", result)),
+            Operation::ListTasks => serde_json::from_str(result)
+                .map(Self::Page)
+                .map_err(|_| not_a("task page", result)),
+            Operation::ExtendedCard => serde_json::from_str(result)
+                .map(|card| Self::Card(Box::new(card)))
+                .map_err(|_| not_a("AgentCard", result)),
+        }
+    }
+
+    pub fn into_event(self) -> Result<StreamEvent, ClientError> {
+        match self {
+            Self::Event(e) => Ok(e),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    pub fn into_task(self) -> Result<Task, ClientError> {
+        match self {
+            Self::Task(t) => Ok(t),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    pub fn into_page(self) -> Result<TaskPage, ClientError> {
+        match self {
+            Self::Page(p) => Ok(p),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    pub fn into_card(self) -> Result<AgentCard, ClientError> {
+        match self {
+            Self::Card(c) => Ok(*c),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    /// A codec's answer of another operation's kind (a bug of ours, not the upstream's).
+    fn mismatch(&self) -> ClientError {
+        ClientError::Invalid("an answer of another operation's kind".into())
+    }
+}
+
+/// A result that is not the expected A2A object: described, never echoed.
+pub(super) fn not_a(what: &str, result: &str) -> ClientError {
+    ClientError::Invalid(format!(
+        "the upstream's result ({} bytes) is not a {what}",
+        result.len()
+    ))
+}
