@@ -1,6 +1,6 @@
-//! The HTTP surface (docs/design.md#3-http-surface): thin axum handlers and the router; the accept
-//! loop with
-//! the client-side limits ([`listener`]); the SSE body of a run ([`sse`]).
+//! The HTTP surface (docs/design.md#3-http-surface): thin axum handlers and the router (its
+//! routes' first segments in [`routes`]); the accept loop with the client-side limits
+//! ([`listener`]); the SSE body of a run ([`sse`]).
 //!
 //! Two error regimes ([`crate::error`]): before the stream starts, a problem with the
 //! request itself is a JSON body `{"error": {"code", "message"}}` with its status; after the
@@ -41,6 +41,7 @@ mod differential_tests;
 mod fuzz_tests;
 pub(crate) mod listener;
 pub(crate) mod ratelimit;
+pub(crate) mod routes;
 pub(crate) mod server;
 pub(crate) mod sse;
 pub(crate) mod threads;
@@ -82,16 +83,14 @@ impl FromRequestParts<AppState> for AgentRef {
     }
 }
 
-/// The OpenAPI document of this surface (docs/design.md#3-http-surface), served at `/openapi.json`;
-/// a test
-/// keeps it and the router in step.
+/// The OpenAPI document of this surface (docs/design.md#3-http-surface), served at
+/// `/openapi.json`; a test keeps it and the router in step.
 pub(crate) const OPENAPI: &str = include_str!("../openapi/openapi.json");
 
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
         // The error body (docs/design.md#3-http-surface): the top-level `message` repeats the
-        // error's, for clients
-        // (CopilotKit) that show only that field.
+        // error's, for clients (CopilotKit) that show only that field.
         let message = self.to_string();
         let body = json!({"error": {"code": self.code(), "message": &message}, "message": message});
         let mut resp = (self.status(), Json(body)).into_response();
@@ -449,7 +448,7 @@ pub(crate) async fn start_run(
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
         agent,
-        app: s.clone(),
+        env: s.run.clone(),
         input,
         plan,
         permit,
@@ -734,9 +733,8 @@ mod tests {
 
     /// An agent that cannot be read (here: nothing listens at its URL, so its card is never
     /// read) is a 502 on its thread list and its thread, and is named in the inbox's
-    /// `unavailable` — never an empty list (docs/design.md#3-http-surface). The OpenAPI's codes for
-    /// it are the
-    /// request errors'.
+    /// `unavailable` — never an empty list (docs/design.md#3-http-surface). The OpenAPI's
+    /// codes for it are the request errors'.
     #[tokio::test]
     async fn an_agent_that_cannot_be_read_is_never_an_empty_list() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
@@ -752,15 +750,16 @@ mod tests {
         )
         .unwrap();
         let mut s = shared();
-        s.registry = Arc::new(
-            Registry::new(
-                config.agents,
-                Duration::from_secs(1),
-                Duration::from_secs(1),
-                1024,
-            )
-            .unwrap(),
+        let registry = Registry::new(
+            config.agents,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            1024,
         );
+        s.run = Arc::new(crate::run::Env {
+            registry: Arc::new(registry.unwrap()),
+            ..(*s.run).clone()
+        });
         let s = AppState::from(s);
         let get = |uri: &str| {
             let req = HttpRequest::builder().uri(uri).body(Body::empty()).unwrap();

@@ -1,6 +1,5 @@
 //! Prometheus metrics (docs/design.md#10-observability), served at `GET /metrics` in the text
-//! format, built on
-//! `prometheus-client` (the Prometheus project's Rust client).
+//! format, built on `prometheus-client` (the Prometheus project's Rust client).
 //!
 //! Invariants: the names are those of the design, spelled here and nowhere else; labels are
 //! low-cardinality only — agent names (from config), outcomes, error codes (from

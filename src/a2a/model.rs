@@ -9,6 +9,8 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::json::null_default;
+
 /// Lifecycle state of an A2A task, spelling-neutral.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskState {
@@ -227,15 +229,6 @@ impl<'de> Deserialize<'de> for Part {
             metadata,
         })
     }
-}
-
-/// `null` reads as the default, like an absent field.
-fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// An A2A message.

@@ -20,8 +20,8 @@ use super::Resubscribe;
 use crate::a2a::client::{decode_frame, ClientError, EventStream};
 use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
 use crate::agui::{Event, RunAgentInput};
-use crate::app::state::{AppState, Shared};
-use crate::config::nonzero_u64;
+use crate::app::state::Shared;
+use crate::config::{nonzero_u64, Millis};
 use crate::error::RunError;
 use crate::registry::Registry;
 
@@ -127,14 +127,14 @@ impl Resubscribe for Upstream {
 
 /// The bounds a test runs with, as the config file writes them (timeouts in milliseconds).
 struct Bounds {
-    first_event_ms: NonZeroU64,
-    idle_ms: NonZeroU64,
+    first_event_ms: Millis,
+    idle_ms: Millis,
     max_events: NonZeroU64,
 }
 
 const BOUNDS: Bounds = Bounds {
-    first_event_ms: nonzero_u64(60_000),
-    idle_ms: nonzero_u64(300_000),
+    first_event_ms: Millis::new(60_000),
+    idle_ms: Millis::new(300_000),
     max_events: nonzero_u64(100_000),
 };
 
@@ -164,13 +164,13 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
     let options = crate::bridge::request::RunOptions::parse(&input).unwrap();
     let plan = crate::bridge::request::plan(&input, options).unwrap();
     let agent = registry.get("a").unwrap();
-    let app: AppState = Shared::for_tests(&settings, registry).into();
+    let env = Shared::for_tests(&settings, registry).run;
     let (tx, rx) = mpsc::channel(1024);
     let sink = Sink {
         tx,
         client_write: settings.timeouts.client_write(),
         meter: Arc::new(RunMeter {
-            metrics: app.metrics.clone(),
+            metrics: env.metrics.clone(),
             agent: "a".into(),
             started: std::time::Instant::now(),
             trace: None,
@@ -180,7 +180,7 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
     };
     let request = RunRequest {
         agent,
-        app,
+        env,
         input,
         plan,
         permit: Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap(),
@@ -223,7 +223,7 @@ fn run_error(batches: &[Vec<Event>]) -> (String, String) {
 #[tokio::test(start_paused = true)]
 async fn the_first_event_timeout_fires_at_its_setting() {
     let (mut run, rx) = run(Bounds {
-        first_event_ms: nonzero_u64(7_000),
+        first_event_ms: Millis::new(7_000),
         ..BOUNDS
     })
     .await;
@@ -240,7 +240,7 @@ async fn the_first_event_timeout_fires_at_its_setting() {
 #[tokio::test(start_paused = true)]
 async fn the_idle_timeout_runs_between_events_and_each_event_restarts_it() {
     let (mut run, rx) = run(Bounds {
-        idle_ms: nonzero_u64(5_000),
+        idle_ms: Millis::new(5_000),
         ..BOUNDS
     })
     .await;
@@ -361,10 +361,48 @@ async fn a_cut_that_cannot_be_recovered_names_why_the_stream_ended() {
         *upstream.subscribed.lock().unwrap(),
         super::RECOVERY_ATTEMPTS
     );
-    assert_eq!(started.elapsed(), Duration::from_millis(700));
+    assert_eq!(started.elapsed(), super::RECOVERY_BACKOFF * 7);
     let (code, message) = run_error(&batches(run, rx));
     assert_eq!(code, "upstream_stream_ended");
     assert!(message.contains("bare LF"), "{message}");
+}
+
+/// A cut on a framing error whose resubscribe the agent refuses (no `tasks/resubscribe`:
+/// -32601): the run names the cut first and the refused recovery after it, like a
+/// resubscribe that could not connect.
+#[tokio::test(start_paused = true)]
+async fn a_refused_recovery_keeps_the_cut_as_its_cause() {
+    for cut in [
+        "a malformed chunked body: the chunk size \"zz\" is not hex",
+        "a malformed chunked body: a chunked body line ended by a bare LF",
+    ] {
+        let (mut run, rx) = run(BOUNDS).await;
+        let upstream = Upstream::default();
+        upstream
+            .resubscriptions
+            .lock()
+            .unwrap()
+            .push_back(Err(ClientError::Rpc(crate::a2a::model::RpcError {
+                code: -32601,
+                message: "no".into(),
+                data: None,
+            })));
+        let steps = vec![
+            Step::event(StreamEvent::Task(task("TASK_STATE_WORKING"))),
+            Step::Fail(ClientError::Unavailable(cut.into())),
+        ];
+        let _ = run.pump(&upstream, scripted(steps)).await;
+        // Refused is final: one attempt, then the task read (which fails here too).
+        assert_eq!(*upstream.subscribed.lock().unwrap(), 1);
+        let (code, message) = run_error(&batches(run, rx));
+        assert_eq!(code, "upstream_stream_ended");
+        let (framing, refused) = (message.find(cut), message.find("-32601"));
+        assert!(
+            matches!((framing, refused), (Some(f), Some(r)) if f < r),
+            "{message}"
+        );
+        assert!(message.contains("resubscribing was refused"), "{message}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

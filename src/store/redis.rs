@@ -687,8 +687,13 @@ mod hostile_tests {
         };
         // `closed`: nothing listens there once `l` is dropped.
         let answer: fn(&str) -> Vec<u8> = |command| {
-            if command.to_ascii_lowercase().contains("get-master-addr-by-name") {
-                let port = CLOSED.load(std::sync::atomic::Ordering::Relaxed).to_string();
+            if command
+                .to_ascii_lowercase()
+                .contains("get-master-addr-by-name")
+            {
+                let port = CLOSED
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_string();
                 format!("*2\r\n$9\r\n127.0.0.1\r\n${}\r\n{port}\r\n", port.len()).into_bytes()
             } else {
                 b"+OK\r\n".to_vec()

@@ -1,7 +1,6 @@
 //! A hostile A2A 1.0 upstream (issue 5, docs/design.md#9-reliability-and-limits): what a
-//! compromised or prompt-injected
-//! agent can send. Each abuse ends in one clear `RUN_ERROR` within its timeout, and the
-//! same gateway serves a normal run afterwards.
+//! compromised or prompt-injected agent can send. Each abuse ends in one clear `RUN_ERROR`
+//! within its timeout, and the same gateway serves a normal run afterwards.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

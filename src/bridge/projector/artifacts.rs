@@ -77,10 +77,9 @@ impl Projector {
     }
 
     /// docs/design.md#6-projection-a2a-to-ag-ui artifact row: the artifact lives at
-    /// `/view/artifacts/<id>` (or its
-    /// metadata `path`); `append` adds parts at `/parts/-`; `lastChunk` sets `complete` and
-    /// the final `text`. Text parts also stream as an assistant text message, and tool call
-    /// and result parts become tool call events.
+    /// `/view/artifacts/<id>` (or its metadata `path`); `append` adds parts at `/parts/-`;
+    /// `lastChunk` sets `complete` and the final `text`. Text parts also stream as an
+    /// assistant text message, and tool call and result parts become tool call events.
     pub(super) fn on_artifact(
         &mut self,
         task_id: &str,
