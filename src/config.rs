@@ -94,7 +94,8 @@ fn default_burst() -> u32 {
     1
 }
 
-/// `telemetry` (docs/design.md#2-running-it-and-configuration, docs/design.md#10-observability).
+/// `telemetry` (docs/design.md#2-running-it-and-configuration,
+/// docs/design.md#10-observability).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {

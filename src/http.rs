@@ -436,8 +436,8 @@ pub(crate) async fn start_run(
     } = body;
     let plan = request::plan(&input, options)?;
     check_ownership(s, &agent, caller, &plan).await?;
-    // docs/design.md#10-observability: the run's span, child of the client's `traceparent`; logs
-    // carry its id.
+    // docs/design.md#10-observability: the run's span, child of the client's `traceparent`;
+    // logs carry its id.
     let trace = s
         .traces
         .as_ref()

@@ -118,8 +118,8 @@ fn registered<M: prometheus_client::registry::Metric + Clone>(
 }
 
 impl Metrics {
-    /// Every metric of docs/design.md#10-observability, registered; `store_errors` is the binding
-    /// store's count.
+    /// Every metric of docs/design.md#10-observability, registered; `store_errors` is the
+    /// binding store's count.
     pub(crate) fn new(store_errors: Arc<StoreErrors>) -> Self {
         let mut registry = Registry::default();
         let runs = registered(

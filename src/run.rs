@@ -273,7 +273,8 @@ struct Run {
     /// The context whose history is read before the message goes, to open the run with it
     /// (pick-up or catch-up, [`ContextSource::history_to_read`]).
     pick_up: Option<ContextId>,
-    /// What the forwarding lane adds to the message's metadata (docs/design.md#8-forwarding-lane).
+    /// What the forwarding lane adds to the message's metadata
+    /// (docs/design.md#8-forwarding-lane).
     lane: serde_json::Map<String, serde_json::Value>,
     /// The run's span, parent of each upstream call's (docs/design.md#10-observability).
     trace: Option<RunTrace>,

@@ -382,7 +382,8 @@ pub struct OutgoingMessage {
     pub parts: Vec<Part>,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
-    /// The message's own metadata (an extension's payload, docs/design.md#7-human-in-the-loop/§8).
+    /// The message's own metadata (an extension's payload,
+    /// docs/design.md#7-human-in-the-loop/§8).
     pub metadata: Option<Value>,
     /// Extension URIs the message uses (`message.extensions`).
     pub extensions: Vec<String>,

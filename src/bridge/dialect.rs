@@ -581,8 +581,8 @@ fn kagent_extension_answer(kind: KagentKind, ids: &[String], reply: &Reply) -> W
     }
 }
 
-/// `{"a2aParts": [...]}`: parts sent as given (docs/design.md#7-human-in-the-loop); `None` if the
-/// payload is not that.
+/// `{"a2aParts": [...]}`: parts sent as given (docs/design.md#7-human-in-the-loop); `None` if
+/// the payload is not that.
 fn verbatim_parts(payload: &Value) -> Option<Vec<Part>> {
     let list = payload.get("a2aParts")?.as_array()?;
     let parts: Vec<Part> = list

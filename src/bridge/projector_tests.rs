@@ -1216,8 +1216,8 @@ fn a_refused_answer_leaves_the_interrupt_pending() {
 
 #[test]
 fn a_rebuilt_history_shows_what_the_live_runs_showed() {
-    // docs/design.md#4-threads-and-contexts: the ask and the answer's run, live, against the task
-    // read back afterwards.
+    // docs/design.md#4-threads-and-contexts: the ask and the answer's run, live, against the
+    // task read back afterwards.
     for dir in [
         "frameworks/adk",
         "frameworks/adk/v0_3",
@@ -1258,7 +1258,8 @@ fn a_rebuilt_history_shows_what_the_live_runs_showed() {
 
 #[test]
 fn a_frontend_tool_call_ends_the_run_for_the_app_to_run_it() {
-    // docs/design.md#8-forwarding-lane: the agent waits (input-required) on an `agui-tool-call`.
+    // docs/design.md#8-forwarding-lane: the agent waits (input-required) on an
+    // `agui-tool-call`.
     let results = [
         working_task(),
         json!({"statusUpdate": {"taskId": "T", "contextId": "C", "status": {

@@ -40,7 +40,8 @@ pub(crate) struct RunOptions {
     pub task_id: Option<String>,
     pub subscribe_only: bool,
     pub history_length: Option<u32>,
-    /// The run's forwarding cues (docs/design.md#5-run-options, docs/design.md#8-forwarding-lane).
+    /// The run's forwarding cues (docs/design.md#5-run-options,
+    /// docs/design.md#8-forwarding-lane).
     pub cues: CueOverrides,
 }
 
@@ -272,8 +273,8 @@ impl Answer {
 }
 
 impl Plan {
-    /// The context candidates this plan knows (docs/design.md#4-threads-and-contexts); the run adds
-    /// the binding store's.
+    /// The context candidates this plan knows (docs/design.md#4-threads-and-contexts); the
+    /// run adds the binding store's.
     pub(crate) fn context_candidates(&self) -> super::context::ContextCandidates {
         super::context::ContextCandidates {
             forwarded_props: self.options.context_id.clone(),

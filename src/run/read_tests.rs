@@ -101,6 +101,24 @@ struct Upstream {
     subscribed: Mutex<u32>,
 }
 
+impl Upstream {
+    /// An upstream that refuses the first resubscription with the A2A error `code`.
+    fn refusing(code: i64, message: &str) -> Self {
+        let refused = ClientError::Rpc(crate::a2a::model::RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        });
+        let upstream = Self::default();
+        upstream
+            .resubscriptions
+            .lock()
+            .unwrap()
+            .push_back(Err(refused));
+        upstream
+    }
+}
+
 impl Resubscribe for Upstream {
     fn streams(&self) -> bool {
         true
@@ -373,20 +391,11 @@ async fn a_cut_that_cannot_be_recovered_names_why_the_stream_ended() {
 #[tokio::test(start_paused = true)]
 async fn a_refused_recovery_keeps_the_cut_as_its_cause() {
     for cut in [
-        "a malformed chunked body: the chunk size \"zz\" is not hex",
+        "a malformed chunked body: a chunk size that is not hex digits",
         "a malformed chunked body: a chunked body line ended by a bare LF",
     ] {
         let (mut run, rx) = run(BOUNDS).await;
-        let upstream = Upstream::default();
-        upstream
-            .resubscriptions
-            .lock()
-            .unwrap()
-            .push_back(Err(ClientError::Rpc(crate::a2a::model::RpcError {
-                code: -32601,
-                message: "no".into(),
-                data: None,
-            })));
+        let upstream = Upstream::refusing(crate::a2a::rpc_code::METHOD_NOT_FOUND, "no");
         let steps = vec![
             Step::event(StreamEvent::Task(task("TASK_STATE_WORKING"))),
             Step::Fail(ClientError::Unavailable(cut.into())),
@@ -423,17 +432,9 @@ async fn a_stream_cut_before_any_task_names_the_cause() {
 #[tokio::test(start_paused = true)]
 async fn a_stream_ended_with_the_task_unfinished_reads_the_finished_task() {
     let (mut run, rx) = run(BOUNDS).await;
-    let upstream = Upstream::default();
+    let code = crate::a2a::rpc_code::UNSUPPORTED_OPERATION;
+    let upstream = Upstream::refusing(code, "the task is finished");
     *upstream.task.lock().unwrap() = Some(task("TASK_STATE_COMPLETED"));
-    upstream
-        .resubscriptions
-        .lock()
-        .unwrap()
-        .push_back(Err(ClientError::Rpc(crate::a2a::model::RpcError {
-            code: crate::a2a::rpc_code::UNSUPPORTED_OPERATION,
-            message: "the task is finished".into(),
-            data: None,
-        })));
     let steps = vec![Step::event(StreamEvent::Task(task("TASK_STATE_WORKING")))];
     let _ = run.pump(&upstream, scripted(steps)).await;
     assert!(matches!(

@@ -308,7 +308,8 @@ fn validate_only_refuses_a_non_loopback_listen_without_auth() {
 }
 
 /// Picking up a context that was not created through the gateway needs scope `threads:all`
-/// when inbound auth is on (docs/design.md#11-security); without auth the anonymous caller has it.
+/// when inbound auth is on (docs/design.md#11-security); without auth the anonymous caller
+/// has it.
 #[tokio::test(flavor = "multi_thread")]
 async fn only_threads_all_picks_up_a_context_started_elsewhere() {
     let up = upstream("both");

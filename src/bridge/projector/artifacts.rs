@@ -113,8 +113,8 @@ impl Projector {
             let Some(shadow) = self.phase.shadow() else {
                 return;
             };
-            // docs/design.md#6-projection-a2a-to-ag-ui: never deeper than max_state_depth; checked
-            // before any parent is made.
+            // docs/design.md#6-projection-a2a-to-ag-ui: never deeper than max_state_depth;
+            // checked before any parent is made.
             if let Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) =
                 shadow.check_depth(&pointer)
             {
