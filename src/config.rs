@@ -1122,6 +1122,49 @@ mod tests {
                 .collect();
             assert_eq!(rows, expected, "docs/design.md {heading}");
         }
+        // Elsewhere a default is quoted beside its key: "`limits.max_id_bytes` (256)",
+        // "`timeouts.body_read` (30 s)", "(8 MiB)". Each quote states the table's value.
+        let defaults: BTreeMap<String, u64> = sections
+            .iter()
+            .flat_map(|(section, keys)| {
+                keys.iter()
+                    .map(move |(k, v)| (format!("{section}.{k}"), *v))
+            })
+            .collect();
+        let mut docs = vec![("README.md".to_owned(), read("README.md"))];
+        docs.push(("deploy/README.md".to_owned(), read("deploy/README.md")));
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                docs.push((path.display().to_string(), text));
+            }
+        }
+        let mut quoted = 0;
+        for (doc, text) in &docs {
+            for (key, rest) in text.split('`').zip(text.split('`').skip(1)) {
+                let Some(default) = defaults.get(key) else {
+                    continue;
+                };
+                let Some(value) = rest.strip_prefix(" (").and_then(|r| r.split(')').next()) else {
+                    continue;
+                };
+                let (number, unit) = value.split_once(' ').unwrap_or((value, ""));
+                let Ok(number) = number.parse::<u64>() else {
+                    continue;
+                };
+                let written = match unit {
+                    "" | "ms" => number,
+                    "s" => number * 1000,
+                    "KiB" => number * 1024,
+                    "MiB" => number * 1024 * 1024,
+                    _ => continue,
+                };
+                assert_eq!(written, *default, "{doc}: `{key}` ({value})");
+                quoted += 1;
+            }
+        }
+        assert!(quoted >= 10, "{quoted} quoted defaults found");
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::fake::{
-    artifact, redirector, task, update, update_with_data, Answer, Fake, Recorder, FOREIGN_MARKER,
+    artifact, card, redirector, task, update, update_with_data, Answer, Fake, Recorder,
+    FOREIGN_MARKER,
 };
 use crate::support::*;
 
@@ -374,11 +375,7 @@ async fn framing_breaker(tail: &'static str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
-    let card = json!({
-        "name": "breaker", "description": "a stream with broken framing", "version": "1",
-        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-        "capabilities": {"streaming": true}, "skills": []
-    });
+    let card = card("breaker", "a stream with broken framing", &url, true);
     tokio::spawn(async move {
         while let Ok((mut conn, _)) = listener.accept().await {
             let card = card.clone();
