@@ -538,7 +538,7 @@ impl Run {
                 Box::pin(self.subscribe_only(&upstream, &task_id)).await
             }
             Action::Send(message) => Box::pin(self.send_or_fail(&upstream, message)).await,
-            Action::Answer(answer) => Box::pin(self.answer(&upstream, &answer)).await,
+            Action::Answer(answer) => Box::pin(self.answer(&upstream, answer)).await,
         }
     }
 

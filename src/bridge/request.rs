@@ -253,19 +253,20 @@ impl Answer {
         }
     }
 
-    /// The user's message as a new task in the context (the waiting task is gone).
-    pub(crate) fn as_new_message(&self) -> OutgoingMessage {
-        let parts = match &self.reply {
-            Reply::Message(parts) => parts.clone(),
-            Reply::Payload(p) => vec![Part::data(p.clone())],
-            Reply::ToolResults(_) => {
-                super::dialect::answer(&super::dialect::read(None), &self.reply, "").parts
+    /// The user's message as a new task in the context (the waiting task is gone); its parts
+    /// move, never copied.
+    pub(crate) fn into_new_message(self) -> OutgoingMessage {
+        let parts = match self.reply {
+            Reply::Message(parts) => parts,
+            Reply::Payload(p) => vec![Part::data(p)],
+            reply @ Reply::ToolResults(_) => {
+                super::dialect::answer(&super::dialect::read(None), &reply, "").parts
             }
         };
         OutgoingMessage {
-            message_id: self.message_id.clone(),
+            message_id: self.message_id,
             parts,
-            context_id: self.context_id.clone(),
+            context_id: self.context_id,
             task_id: None,
             ..OutgoingMessage::default()
         }

@@ -33,7 +33,7 @@ impl Run {
     pub(super) async fn answer(
         &mut self,
         upstream: &Resolved,
-        answer: &Answer,
+        answer: Answer,
     ) -> Result<(), Disconnected> {
         let task = match upstream.client.get_task(&answer.task_id, None).await {
             Ok(task) => Some(task),
@@ -42,7 +42,7 @@ impl Run {
         };
         let Some(task) = task else {
             tracing::info!("the waiting task in the client's state is gone; starting a new task");
-            return self.send_or_fail(upstream, answer.as_new_message()).await;
+            return self.send_or_fail(upstream, answer.into_new_message()).await;
         };
         let asked = task
             .status
@@ -73,7 +73,7 @@ impl Run {
                 tracing::info!(
                     "the task in the client's state no longer waits; starting a new task"
                 );
-                self.send_or_fail(upstream, answer.as_new_message()).await
+                self.send_or_fail(upstream, answer.into_new_message()).await
             }
             // Answered already (a replayed resume) or moved on: nothing is sent twice; the
             // run shows where the task is now and follows it if it is still live.
