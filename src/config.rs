@@ -1167,6 +1167,27 @@ mod tests {
         assert!(quoted >= 10, "{quoted} quoted defaults found");
     }
 
+    /// docs/design.md's key table has a row for every key of an agent (`agents[].<key>`) and
+    /// for no other, as serde knows them (its refusal of an unknown key lists them all).
+    #[test]
+    fn the_design_key_table_names_every_agent_key() {
+        let refusal = yaml("agents: [{name: a, url: 'http://x', unknown: 1}]").unwrap_err();
+        let listed = refusal.split("expected one of ").nth(1).unwrap();
+        let keys: std::collections::BTreeSet<&str> = listed
+            .split(", ")
+            .filter_map(|k| k.split('`').nth(1))
+            .collect();
+        assert!(keys.contains("credentials") && keys.len() > 10, "{refusal}");
+        let design =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design.md"))
+                .unwrap();
+        let rows: std::collections::BTreeSet<&str> = design
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `agents[].")?.split('`').next())
+            .collect();
+        assert_eq!(rows, keys);
+    }
+
     #[test]
     fn unknown_keys_and_bad_values_name_the_key() {
         assert!(yaml("agents: []\nlisten_port: 1")
