@@ -3,7 +3,9 @@
 //! A run is a task owned by its response stream ([`RunEvents`]): it makes the upstream A2A
 //! calls, feeds the projector, and hands each upstream event's AG-UI events to the response
 //! as one batch over a bounded channel (framing is the HTTP layer's). A stream dropped early
-//! (the client left) aborts the run and its upstream request.
+//! (the client left) aborts the run and its upstream request. A run goes by an [`Env`] (the
+//! registry, the binding store, limits, timeouts, metrics, the stop signal) and by nothing of
+//! the HTTP layer.
 //!
 //! What lives here and nowhere else: timeouts between upstream events (first event, idle,
 //! whole run) and the events-per-run limit (the route streams, so no HTTP layer can time

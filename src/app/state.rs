@@ -1,10 +1,9 @@
-//! The gateway's shared state ([`AppState`]): what every handler and every run reads, built
-//! once from the settings by [`super::build`] and shared behind one `Arc`, so a request takes
-//! it with one reference count, never as copies of its fields. What a run goes by is one part
-//! of it ([`crate::run::Env`], its own `Arc`), handed to each run alone: a run sees nothing of
-//! the HTTP layer. Nothing in it
-//! changes after start but what it holds to be shared (the binding store, the counters,
-//! the run slots, the stop signal).
+//! The gateway's shared state ([`AppState`]): what every handler reads, built once from the
+//! settings by [`super::build`] and shared behind one `Arc`, so a request takes it with one
+//! reference count, never as copies of its fields. What a run goes by is one part of it
+//! ([`crate::run::Env`], its own `Arc`), handed to each run alone: a run sees nothing of the
+//! HTTP layer. Nothing in it changes after start but what it holds to be shared (the binding
+//! store, the counters, the run slots, the stop signal).
 
 use std::ops::Deref;
 use std::sync::Arc;
