@@ -580,6 +580,28 @@ mod tests {
         }
     }
 
+    /// Each first segment of [`routes::OWN`] is the router's (none answers 404), so the list
+    /// the CopilotKit base path is checked against is what the router mounts.
+    #[tokio::test]
+    async fn every_listed_first_segment_is_routed() {
+        let app = router(state());
+        for segment in routes::OWN {
+            let uri = format!("/{segment}");
+            let req = HttpRequest::builder()
+                .uri(&uri)
+                .body(Body::empty())
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_ne!(resp.status(), StatusCode::NOT_FOUND, "{uri}");
+        }
+        let req = HttpRequest::builder()
+            .uri("/nope")
+            .body(Body::empty())
+            .unwrap();
+        let resp = app.oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    }
+
     /// With inbound auth configured, exactly these answer without credentials (the list
     /// README and docs/security.md give): the probes, the OpenAPI description, the
     /// console's files, and `/metrics` only with `metrics_public`. Every described

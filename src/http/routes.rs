@@ -1,7 +1,8 @@
 //! The first path segments of the gateway's own routes, in one list ([`OWN`]): the router
 //! (`crate::http::router`) mounts its routes under these, and `copilotkit.base_path` may
 //! start with none of them (`crate::config`), so a CopilotKit mount never shadows a route.
-//! A test holds the list to the routes the OpenAPI description names.
+//! Tests hold the list to the routes the OpenAPI description names and to the router (each
+//! segment is routed).
 
 /// Every first segment the router mounts a route under, the CopilotKit routes aside.
 pub(crate) const OWN: [&str; 7] = [
