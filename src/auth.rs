@@ -80,17 +80,15 @@ impl Caller {
     }
 
     /// Whether this caller may see and pick up contexts of an agent that were not created
-    /// through the gateway (docs/design.md#11-security): on agents with `visibility: shared`, or
-    /// with scope
-    /// `threads:all`.
+    /// through the gateway (docs/design.md#11-security): on agents with `visibility: shared`,
+    /// or with scope `threads:all`.
     pub(crate) fn may_see_foreign(&self, visibility: Visibility) -> bool {
         visibility == Visibility::Shared || self.has_scope(SCOPE_THREADS_ALL)
     }
 
     /// Whether this caller may use a context that `created_by` created through the gateway
-    /// (docs/design.md#11-security): its own, or any with scope `threads:all`. Someone else's is
-    /// refused
-    /// as unknown (404), never as forbidden.
+    /// (docs/design.md#11-security): its own, or any with scope `threads:all`. Someone else's
+    /// is refused as unknown (404), never as forbidden.
     pub(crate) fn may_use(&self, created_by: &CallerId) -> bool {
         *created_by == self.id || self.has_scope(SCOPE_THREADS_ALL)
     }

@@ -2,10 +2,12 @@
 //! [`Settings`] (docs/design.md#2-running-it-and-configuration).
 //!
 //! File types ([`FileConfig`]) mirror the documented keys exactly and reject unknown keys;
-//! bounds are non-zero by type ([`Limits`], [`Timeouts`]), so a `0` is refused as the file is
-//! read, naming its key. Runtime types ([`Settings`], [`AgentSettings`], [`TimeoutSettings`])
-//! hold parsed values only (URLs, durations, resolved header values), so nothing downstream
-//! re-validates. Precedence: flags and env over the file over defaults.
+//! bounds are non-zero by type and deserialized straight into the types the gateway runs
+//! with ([`Limits`], [`Timeouts`]: one table of keys and defaults each), so a `0` is refused
+//! as the file is read, naming its key. Runtime types ([`Settings`], [`AgentSettings`]) hold
+//! parsed values only (URLs, durations, resolved header values), so nothing downstream
+//! re-validates. An agent's defaults are the file's ([`AgentConfig::new`]), for the flag and
+//! the demo agent alike. Precedence: flags and env over the file over defaults.
 //!
 //! Validation goes on past a problem: [`settings`] answers every problem it found at once
 //! ([`ConfigErrors`]), so one `--validate-only` names, say, every unset `env:` reference.
@@ -88,8 +90,7 @@ impl Default for CopilotKitConfig {
 }
 
 /// `rate_limits` (docs/design.md#2-running-it-and-configuration): a token bucket per caller
-/// identity (anonymous callers: one per
-/// client address).
+/// identity (anonymous callers: one per client address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimits {
@@ -104,7 +105,8 @@ fn default_burst() -> u32 {
     1
 }
 
-/// `telemetry` (docs/design.md#2-running-it-and-configuration, docs/design.md#10-observability).
+/// `telemetry` (docs/design.md#2-running-it-and-configuration,
+/// docs/design.md#10-observability).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
@@ -231,6 +233,17 @@ pub struct AgentConfig {
     pub credentials: Option<upstream::CredentialsConfig>,
 }
 
+impl AgentConfig {
+    /// An agent named `name` at `url` with every other key at the file's default, read the
+    /// way the file is read: the `--agent` flag and the demo agent get exactly the defaults
+    /// an agent of the file gets, written once (each field's `serde` default).
+    pub fn new(name: &str, url: &str) -> Self {
+        use serde::de::value::{Error, MapDeserializer};
+        let keys = MapDeserializer::<_, Error>::new([("name", name), ("url", url)].into_iter());
+        Self::deserialize(keys).expect("name and url are an agent's only required keys")
+    }
+}
+
 /// `binding`: the first interface of the card the gateway speaks (`auto`), or a pin, by
 /// the binding's configuration name ([`Binding::config_name`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -331,31 +344,97 @@ pub enum ContextIds {
     Client,
 }
 
-/// `limits` (docs/design.md#2-running-it-and-configuration,
-/// docs/design.md#9-reliability-and-limits). Every one is enforced; exceeding one is a clear error.
-/// The file's shape is the runtime setting: each is non-zero by type, so a `0` in the file is
-/// refused as it is read, naming the key (``limits.max_body_bytes: invalid value: integer `0`,
-/// expected a nonzero usize``), and nothing downstream meets a zero bound.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// A request body; 413 above.
-    pub max_body_bytes: NonZeroUsize,
-    /// The client's `state`, serialized; 413 above.
-    pub max_state_bytes: NonZeroUsize,
-    /// threadId, runId, message ids and other ids of a request; 422 above.
-    pub max_id_bytes: NonZeroUsize,
-    /// One upstream event or unary response.
-    pub max_event_bytes: NonZeroUsize,
-    pub max_events_per_run: NonZeroU64,
-    /// Text the upstream streams in one run (all messages and artifacts).
-    pub max_text_bytes_per_run: NonZeroUsize,
-    pub max_artifact_bytes_per_run: NonZeroUsize,
-    /// JSON-pointer segments of any projected path or patch.
-    pub max_state_depth: NonZeroUsize,
-    pub max_concurrent_runs: NonZeroUsize,
-    /// Open client connections; beyond it new connections are closed at once.
-    pub max_connections: NonZeroUsize,
+/// A section of bounds (`limits`, `timeouts`) from one table: each key with its type, its
+/// meaning and its default, written once. It declares the struct the file deserializes into
+/// (non-zero by type, so a `0` is refused as the file is read, naming the key), its
+/// `Default`, and [`Bound`]'s list of every key and default as the file writes it, which a
+/// test holds `config/gateway.example.yaml` and docs/design.md's tables to. With
+/// `accessors`, each key also reads as a method (a [`Millis`] as a `Duration`).
+macro_rules! bounds {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $($(#[$fmeta:meta])* $field:ident: $ty:ty = $default:expr,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self { $($field: $default,)* }
+            }
+        }
+
+        impl $name {
+            /// Every key of the section and its value as the file writes it, in order.
+            pub fn keys(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($field), Bound::written(&self.$field)),)*]
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident with accessors {
+            $($(#[$fmeta:meta])* $field:ident: $ty:ty = $default:expr,)*
+        }
+    ) => {
+        bounds! {
+            $(#[$meta])*
+            pub struct $name {
+                $($(#[$fmeta])* $field: $ty = $default,)*
+            }
+        }
+
+        impl $name {
+            $($(#[$fmeta])* pub fn $field(&self) -> Duration { self.$field.get() })*
+        }
+    };
+}
+
+/// A bound as the config file writes it: a positive integer.
+pub trait Bound {
+    /// The value in the file's unit.
+    fn written(&self) -> u64;
+}
+
+impl Bound for NonZeroUsize {
+    fn written(&self) -> u64 {
+        self.get() as u64
+    }
+}
+
+impl Bound for NonZeroU64 {
+    fn written(&self) -> u64 {
+        self.get()
+    }
+}
+
+/// A timeout as the file writes it: milliseconds, non-zero by type, so a zero timeout
+/// cannot be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Millis(pub NonZeroU64);
+
+impl Millis {
+    /// `ms` milliseconds; a zero panics (at compile time in a `const`), like [`nonzero`].
+    pub const fn new(ms: u64) -> Self {
+        Self(nonzero_u64(ms))
+    }
+
+    pub fn get(self) -> Duration {
+        Duration::from_millis(self.0.get())
+    }
+}
+
+impl Bound for Millis {
+    fn written(&self) -> u64 {
+        self.0.get()
+    }
 }
 
 /// `n` as a [`NonZeroUsize`]; a zero panics (at compile time in a `const`). For defaults and
@@ -375,133 +454,56 @@ pub const fn nonzero_u64(n: u64) -> NonZeroU64 {
     }
 }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_body_bytes: nonzero(8 * 1024 * 1024),
-            max_state_bytes: nonzero(1024 * 1024),
-            max_id_bytes: nonzero(256),
-            max_event_bytes: nonzero(4 * 1024 * 1024),
-            max_events_per_run: nonzero_u64(100_000),
-            max_text_bytes_per_run: nonzero(16 * 1024 * 1024),
-            max_artifact_bytes_per_run: nonzero(64 * 1024 * 1024),
-            max_state_depth: nonzero(32),
-            max_concurrent_runs: nonzero(1024),
-            max_connections: nonzero(4096),
-        }
+bounds! {
+    /// `limits` (docs/design.md#2-running-it-and-configuration,
+    /// docs/design.md#9-reliability-and-limits). Every one is enforced; exceeding one is a
+    /// clear error. The file's shape is the runtime setting: a `0` is refused as it is read,
+    /// naming the key (``limits.max_body_bytes: invalid value: integer `0`, expected a
+    /// nonzero usize``), and nothing downstream meets a zero bound.
+    pub struct Limits {
+        /// A request body; 413 above.
+        max_body_bytes: NonZeroUsize = nonzero(8 * 1024 * 1024),
+        /// The client's `state`, serialized; 413 above.
+        max_state_bytes: NonZeroUsize = nonzero(1024 * 1024),
+        /// threadId, runId, message ids and other ids of a request; 422 above.
+        max_id_bytes: NonZeroUsize = nonzero(256),
+        /// One upstream event or unary response.
+        max_event_bytes: NonZeroUsize = nonzero(4 * 1024 * 1024),
+        max_events_per_run: NonZeroU64 = nonzero_u64(100_000),
+        /// Text the upstream streams in one run (all messages and artifacts).
+        max_text_bytes_per_run: NonZeroUsize = nonzero(16 * 1024 * 1024),
+        max_artifact_bytes_per_run: NonZeroUsize = nonzero(64 * 1024 * 1024),
+        /// JSON-pointer segments of any projected path or patch.
+        max_state_depth: NonZeroUsize = nonzero(32),
+        max_concurrent_runs: NonZeroUsize = nonzero(1024),
+        /// Open client connections; beyond it new connections are closed at once.
+        max_connections: NonZeroUsize = nonzero(4096),
     }
 }
 
-/// `timeouts`, in milliseconds, as written; each non-zero by type like [`Limits`] (a `0` is
-/// refused as the file is read).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Timeouts {
-    pub connect: NonZeroU64,
-    pub header_read: NonZeroU64,
-    pub body_read: NonZeroU64,
-    pub client_write: NonZeroU64,
-    pub upstream_call: NonZeroU64,
-    pub first_event: NonZeroU64,
-    pub idle: NonZeroU64,
-    pub run: NonZeroU64,
-    pub shutdown_drain: NonZeroU64,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            connect: nonzero_u64(5_000),
-            header_read: nonzero_u64(10_000),
-            body_read: nonzero_u64(30_000),
-            client_write: nonzero_u64(30_000),
-            upstream_call: nonzero_u64(30_000),
-            first_event: nonzero_u64(60_000),
-            idle: nonzero_u64(300_000),
-            run: nonzero_u64(3_600_000),
-            shutdown_drain: nonzero_u64(20_000),
-        }
-    }
-}
-
-/// Runtime timeouts: every one is at least a millisecond. The fields are private and the one
-/// way in is `TimeoutSettings::from(&Timeouts)`, whose milliseconds are non-zero by type, so a
-/// zero timeout cannot be built.
-#[derive(Debug, Clone, Copy)]
-pub struct TimeoutSettings {
-    connect: Duration,
-    header_read: Duration,
-    body_read: Duration,
-    client_write: Duration,
-    upstream_call: Duration,
-    first_event: Duration,
-    idle: Duration,
-    run: Duration,
-    shutdown_drain: Duration,
-}
-
-impl From<&Timeouts> for TimeoutSettings {
-    fn from(t: &Timeouts) -> Self {
-        let ms = |v: NonZeroU64| Duration::from_millis(v.get());
-        Self {
-            connect: ms(t.connect),
-            header_read: ms(t.header_read),
-            body_read: ms(t.body_read),
-            client_write: ms(t.client_write),
-            upstream_call: ms(t.upstream_call),
-            first_event: ms(t.first_event),
-            idle: ms(t.idle),
-            run: ms(t.run),
-            shutdown_drain: ms(t.shutdown_drain),
-        }
-    }
-}
-
-impl TimeoutSettings {
-    /// Opening a connection to an upstream.
-    pub fn connect(&self) -> Duration {
-        self.connect
-    }
-
-    /// A client's request head; also how long an idle keep-alive connection is kept.
-    pub fn header_read(&self) -> Duration {
-        self.header_read
-    }
-
-    /// A client's request body.
-    pub fn body_read(&self) -> Duration {
-        self.body_read
-    }
-
-    /// A client that accepts no bytes for this long is cut and its run ended.
-    pub fn client_write(&self) -> Duration {
-        self.client_write
-    }
-
-    /// Every unary upstream call (card, GetTask, CancelTask, ListTasks) and the response
-    /// head of a streaming one.
-    pub fn upstream_call(&self) -> Duration {
-        self.upstream_call
-    }
-
-    /// The wait for a run's first upstream event.
-    pub fn first_event(&self) -> Duration {
-        self.first_event
-    }
-
-    /// The wait between two upstream events of a run.
-    pub fn idle(&self) -> Duration {
-        self.idle
-    }
-
-    /// A whole run.
-    pub fn run(&self) -> Duration {
-        self.run
-    }
-
-    /// How long open connections may finish at shutdown.
-    pub fn shutdown_drain(&self) -> Duration {
-        self.shutdown_drain
+bounds! {
+    /// `timeouts`, in milliseconds as written ([`Millis`]), each read as a `Duration`; like
+    /// [`Limits`], a `0` is refused as the file is read.
+    pub struct Timeouts with accessors {
+        /// Opening a connection to an upstream.
+        connect: Millis = Millis::new(5_000),
+        /// A client's request head; also how long an idle keep-alive connection is kept.
+        header_read: Millis = Millis::new(10_000),
+        /// A client's request body.
+        body_read: Millis = Millis::new(30_000),
+        /// A client that accepts no bytes for this long is cut and its run ended.
+        client_write: Millis = Millis::new(30_000),
+        /// Every unary upstream call (card, GetTask, CancelTask, ListTasks) and the response
+        /// head of a streaming one.
+        upstream_call: Millis = Millis::new(30_000),
+        /// The wait for a run's first upstream event.
+        first_event: Millis = Millis::new(60_000),
+        /// The wait between two upstream events of a run.
+        idle: Millis = Millis::new(300_000),
+        /// A whole run.
+        run: Millis = Millis::new(3_600_000),
+        /// How long open connections may finish at shutdown.
+        shutdown_drain: Millis = Millis::new(20_000),
     }
 }
 
@@ -545,23 +547,11 @@ pub struct AgentSettings {
 }
 
 impl AgentSettings {
-    /// An agent at `url` with every setting at its default (the built-in demo agent).
+    /// An agent at `url` with every setting at its default ([`AgentConfig::new`]; the
+    /// built-in demo agent). `name` must be a valid agent name.
     pub fn plain(name: String, url: Url) -> Self {
-        Self {
-            name,
-            url,
-            context_ids: ContextIds::Server,
-            cancel_on_disconnect: false,
-            headers: HeaderMap::new(),
-            visibility: Visibility::default(),
-            forward_identity: None,
-            forward: Vec::new(),
-            force_extensions: false,
-            pins: Pins::default(),
-            header_files: Vec::new(),
-            tls: Default::default(),
-            credentials: None,
-        }
+        let config = AgentConfig::new(&name, url.as_str());
+        agent_settings(0, &config, false).expect("a valid name and an http(s) URL")
     }
 }
 
@@ -577,7 +567,7 @@ pub struct Settings {
     pub cors_origins: Vec<reqwest::header::HeaderValue>,
     pub agents: Vec<AgentSettings>,
     pub limits: Limits,
-    pub timeouts: TimeoutSettings,
+    pub timeouts: Timeouts,
     pub demo: bool,
     /// Who may call: API keys and JWT, or nobody checked (one anonymous caller).
     pub(crate) auth: Arc<inbound::AuthSettings>,
@@ -943,22 +933,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             problems.push(err("--agent", format!("{raw:?} must be NAME=URL")));
             continue;
         };
-        let cfg = AgentConfig {
-            name: name.to_owned(),
-            url: url.to_owned(),
-            protocol: ProtocolChoice::Auto,
-            context_ids: ContextIds::Server,
-            cancel_on_disconnect: false,
-            headers: BTreeMap::new(),
-            visibility: Visibility::Owner,
-            forward_identity: None,
-            forward: Vec::new(),
-            force_extensions: false,
-            binding: BindingChoice::Auto,
-            tenant: None,
-            tls: None,
-            credentials: None,
-        };
+        let cfg = AgentConfig::new(name, url);
         // A flag replaces a file agent of the same name.
         let parsed = agent_settings(agents.len(), &cfg, jwt_inbound).map_err(|errors| {
             let flagged = errors.iter().map(|e| err("--agent", e.message.clone()));
@@ -981,7 +956,6 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
             problems.push(err("agents", "the name \"demo\" is taken by --demo"));
         }
     }
-    let timeouts = TimeoutSettings::from(&file.timeouts);
     if file.agents.is_empty() && over.agents.is_empty() && !over.demo {
         problems.push(err(
             "agents",
@@ -1045,7 +1019,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         cors_origins,
         agents,
         limits: file.limits,
-        timeouts,
+        timeouts: file.timeouts,
         demo: over.demo,
         auth: Arc::new(auth),
         rate_limits,
@@ -1069,20 +1043,8 @@ fn copilotkit_base_path(raw: &str) -> Result<Option<String>, ConfigError> {
                 .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
     };
     // The gateway's own routes keep their first segment.
-    const OWN: &[&str] = &[
-        "agents",
-        "threads",
-        "healthz",
-        "readyz",
-        "metrics",
-        "openapi.json",
-        "console",
-    ];
-    let first = path
-        .get(1..)
-        .and_then(|p| p.split('/').next())
-        .unwrap_or("");
-    if !path.starts_with('/') || !path[1..].split('/').all(plain) || OWN.contains(&first) {
+    let own = crate::http::routes::is_own(path);
+    if !path.starts_with('/') || !path[1..].split('/').all(plain) || own {
         return Err(err(
             "copilotkit.base_path",
             format!("must be \"\" (off) or a path such as /copilotkit, not {raw:?}"),
@@ -1136,7 +1098,6 @@ mod tests {
         assert_eq!(s.agents[0].headers["authorization"], "Bearer secret");
         assert_eq!(s.agents[0].visibility, Visibility::Owner);
         assert_eq!(s.agents[0].forward_identity.as_ref().unwrap(), "x-caller");
-        assert_eq!(s.limits.max_body_bytes.get(), 8 * 1024 * 1024);
         assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
         assert_eq!(s.readiness, Readiness { strict: false });
     }
@@ -1153,6 +1114,116 @@ mod tests {
         assert!(strict.readiness.strict);
         let unknown = yaml(&format!("{agents}readiness: {{strcit: true}}")).unwrap_err();
         assert!(unknown.contains("strcit"), "{unknown}");
+    }
+
+    /// The nineteen bounds' one table ([`Limits`], [`Timeouts`]) is what the example config
+    /// and docs/design.md's tables state, key for key and value for value, in order: a
+    /// default changed in the code and not in both fails here (and the other way round).
+    #[test]
+    fn the_example_and_the_docs_state_the_default_bounds() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+        let sections = [
+            ("limits", Limits::default().keys()),
+            ("timeouts", Timeouts::default().keys()),
+        ];
+        let example: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(&read("config/gateway.example.yaml")).unwrap();
+        let design = read("docs/design.md");
+        for (section, defaults) in &sections {
+            let written: Vec<(String, u64)> = example[section]
+                .as_mapping()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.as_str().unwrap().to_owned(), v.as_u64().unwrap()))
+                .collect();
+            let expected: Vec<(String, u64)> =
+                defaults.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+            assert_eq!(written, expected, "config/gateway.example.yaml: {section}");
+            // The section's table: `### Limits` / `### Timeouts`, rows `| `key` | `value` |`.
+            let heading = format!("### {}{}", section[..1].to_uppercase(), &section[1..]);
+            let table = design
+                .split(&heading)
+                .nth(1)
+                .unwrap()
+                .split("\n#")
+                .next()
+                .unwrap();
+            let rows: Vec<(String, u64)> = table
+                .lines()
+                .filter_map(|line| {
+                    let mut cells = line.split('|').map(str::trim).skip(1);
+                    let key = cells.next()?.strip_prefix('`')?.strip_suffix('`')?;
+                    let value = cells.next()?.split('`').nth(1)?.parse().ok()?;
+                    Some((key.to_owned(), value))
+                })
+                .collect();
+            assert_eq!(rows, expected, "docs/design.md {heading}");
+        }
+        // Elsewhere a default is quoted beside its key: "`limits.max_id_bytes` (256)",
+        // "`timeouts.body_read` (30 s)", "(8 MiB)". Each quote states the table's value.
+        let defaults: BTreeMap<String, u64> = sections
+            .iter()
+            .flat_map(|(section, keys)| {
+                keys.iter()
+                    .map(move |(k, v)| (format!("{section}.{k}"), *v))
+            })
+            .collect();
+        let mut docs = vec![("README.md".to_owned(), read("README.md"))];
+        docs.push(("deploy/README.md".to_owned(), read("deploy/README.md")));
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                docs.push((path.display().to_string(), text));
+            }
+        }
+        let mut quoted = 0;
+        for (doc, text) in &docs {
+            for (key, rest) in text.split('`').zip(text.split('`').skip(1)) {
+                let Some(default) = defaults.get(key) else {
+                    continue;
+                };
+                let Some(value) = rest.strip_prefix(" (").and_then(|r| r.split(')').next()) else {
+                    continue;
+                };
+                let (number, unit) = value.split_once(' ').unwrap_or((value, ""));
+                let Ok(number) = number.parse::<u64>() else {
+                    continue;
+                };
+                let written = match unit {
+                    "" | "ms" => number,
+                    "s" => number * 1000,
+                    "KiB" => number * 1024,
+                    "MiB" => number * 1024 * 1024,
+                    _ => continue,
+                };
+                assert_eq!(written, *default, "{doc}: `{key}` ({value})");
+                quoted += 1;
+            }
+        }
+        assert!(quoted >= 10, "{quoted} quoted defaults found");
+    }
+
+    /// docs/design.md's key table has a row for every key of an agent (`agents[].<key>`) and
+    /// for no other, as serde knows them (its refusal of an unknown key lists them all).
+    #[test]
+    fn the_design_key_table_names_every_agent_key() {
+        let refusal = yaml("agents: [{name: a, url: 'http://x', unknown: 1}]").unwrap_err();
+        let listed = refusal.split("expected one of ").nth(1).unwrap();
+        let keys: std::collections::BTreeSet<&str> = listed
+            .split(", ")
+            .filter_map(|k| k.split('`').nth(1))
+            .collect();
+        assert!(keys.contains("credentials") && keys.len() > 10, "{refusal}");
+        let design =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design.md"))
+                .unwrap();
+        let rows: std::collections::BTreeSet<&str> = design
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `agents[].")?.split('`').next())
+            .collect();
+        assert_eq!(rows, keys);
     }
 
     #[test]

@@ -27,11 +27,10 @@
 //! is named here):
 //! - a request body, and a gRPC request message, is at most `MAX_REQUEST_BYTES`;
 //! - a connection's first byte comes within `HEAD_TIMEOUT`, a TLS handshake and an HTTP/1.1
-//!   head each within it too;
-//!   HTTP/2 has hyper's bounds (16 KiB of headers, 1 MiB flow-control windows, reset-flood
-//!   limits) and at most `store::Limits::DEFAULT.live_tasks` concurrent streams per
-//!   connection (a gRPC client multiplexes all its streams on one; the live-task cap bounds
-//!   them anyway);
+//!   head each within it too; HTTP/2 has hyper's bounds (16 KiB of headers, 1 MiB
+//!   flow-control windows, reset-flood limits) and at most
+//!   `store::Limits::DEFAULT.live_tasks` concurrent streams per connection (a gRPC client
+//!   multiplexes all its streams on one; the live-task cap bounds them anyway);
 //! - a message's text is at most `MAX_TEXT_BYTES`, else invalid params;
 //! - at most `store::Limits::DEFAULT.live_tasks` tasks are live; a new task beyond that is
 //!   refused (`UnsupportedOperation`);
@@ -108,8 +107,11 @@ pub fn stamp_nanos() -> u128 {
         .as_nanos()
 }
 
-/// Whether an `A2A-Version` header (gRPC: metadata) value asks for A2A 1.0; a2a-sdk 1.3.0
-/// reads a missing one as 0.3.
+/// The header (gRPC: metadata key) that names the A2A version a call speaks.
+const A2A_VERSION: &str = "a2a-version";
+
+/// Whether a call's [`A2A_VERSION`] asks for A2A 1.0; a2a-sdk 1.3.0 reads a missing one as
+/// 0.3. Every binding reads it from a map of headers or metadata through `get`.
 fn asks_v1(value: Option<&str>) -> bool {
     value.is_some_and(|v| v.starts_with("1."))
 }
@@ -681,7 +683,7 @@ mod tests {
         let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
         let mut req = axum::http::Request::post("/");
         if !method.contains('/') {
-            req = req.header("A2A-Version", "1.0");
+            req = req.header(A2A_VERSION, "1.0");
         }
         let req = req.body(axum::body::Body::from(body.to_string())).unwrap();
         let resp = app.clone().oneshot(req).await.unwrap();

@@ -97,8 +97,8 @@ pub(crate) enum RequestError {
     /// A route that exists, asked with another method.
     #[error("this route does not take that method")]
     MethodNotAllowed,
-    /// An agent a listing needs could not be read (docs/design.md#3-http-surface: never an empty
-    /// list in its place).
+    /// An agent a listing needs could not be read (docs/design.md#3-http-surface: never an
+    /// empty list in its place).
     #[error("{0}")]
     UpstreamUnavailable(String),
     /// An agent a listing needs did not answer within `timeouts.upstream_call`.
@@ -151,8 +151,8 @@ impl RequestError {
         }
     }
 
-    /// Seconds a client should wait before retrying (`Retry-After`, docs/design.md#3-http-surface),
-    /// if any.
+    /// Seconds a client should wait before retrying (`Retry-After`,
+    /// docs/design.md#3-http-surface), if any.
     pub(crate) fn retry_after(&self) -> Option<u64> {
         match self {
             Self::TooManyRuns(_) => Some(1),

@@ -1,6 +1,6 @@
-//! The HTTP surface (docs/design.md#3-http-surface): thin axum handlers and the router; the accept
-//! loop with
-//! the client-side limits ([`listener`]); the SSE body of a run ([`sse`]).
+//! The HTTP surface (docs/design.md#3-http-surface): thin axum handlers and the router (its
+//! routes' first segments in [`routes`]); the accept loop with the client-side limits
+//! ([`listener`]); the SSE body of a run ([`sse`]).
 //!
 //! Two error regimes ([`crate::error`]): before the stream starts, a problem with the
 //! request itself is a JSON body `{"error": {"code", "message"}}` with its status; after the
@@ -41,6 +41,7 @@ mod differential_tests;
 mod fuzz_tests;
 pub(crate) mod listener;
 pub(crate) mod ratelimit;
+pub(crate) mod routes;
 pub(crate) mod server;
 pub(crate) mod sse;
 pub(crate) mod threads;
@@ -82,16 +83,14 @@ impl FromRequestParts<AppState> for AgentRef {
     }
 }
 
-/// The OpenAPI document of this surface (docs/design.md#3-http-surface), served at `/openapi.json`;
-/// a test
-/// keeps it and the router in step.
+/// The OpenAPI document of this surface (docs/design.md#3-http-surface), served at
+/// `/openapi.json`; a test keeps it and the router in step.
 pub(crate) const OPENAPI: &str = include_str!("../openapi/openapi.json");
 
 impl IntoResponse for RequestError {
     fn into_response(self) -> Response {
         // The error body (docs/design.md#3-http-surface): the top-level `message` repeats the
-        // error's, for clients
-        // (CopilotKit) that show only that field.
+        // error's, for clients (CopilotKit) that show only that field.
         let message = self.to_string();
         let body = json!({"error": {"code": self.code(), "message": &message}, "message": message});
         let mut resp = (self.status(), Json(body)).into_response();
@@ -451,8 +450,8 @@ pub(crate) async fn start_run(
     } = body;
     let plan = request::plan(&input, options)?;
     check_ownership(s, &agent, caller, &plan).await?;
-    // docs/design.md#10-observability: the run's span, child of the client's `traceparent`; logs
-    // carry its id.
+    // docs/design.md#10-observability: the run's span, child of the client's `traceparent`;
+    // logs carry its id.
     let trace = s
         .traces
         .as_ref()
@@ -463,7 +462,7 @@ pub(crate) async fn start_run(
     let may_pick_up = caller.may_see_foreign(agent.settings.visibility);
     let events = run::start(RunRequest {
         agent,
-        app: s.clone(),
+        env: s.run.clone(),
         input,
         plan,
         permit,
@@ -545,9 +544,18 @@ mod tests {
         let with = |agents: Vec<crate::config::AgentSettings>, strict: bool| {
             let registry =
                 Registry::new(agents, Duration::from_secs(1), Duration::from_secs(1), 1024);
-            let mut s = Shared {
+            let base = shared();
+            let run = crate::run::Env {
                 registry: Arc::new(registry.unwrap()),
-                ..shared()
+                store: base.run.store.clone(),
+                limits: base.run.limits,
+                timeouts: base.run.timeouts,
+                metrics: base.run.metrics.clone(),
+                stop: base.run.stop.clone(),
+            };
+            let mut s = Shared {
+                run: Arc::new(run),
+                ..base
             };
             s.readiness.strict = strict;
             AppState::from(s)
@@ -659,6 +667,28 @@ mod tests {
             assert_eq!(body["error"]["code"], code, "{body}");
             assert_eq!(body["message"], body["error"]["message"], "{body}");
         }
+    }
+
+    /// Each first segment of [`routes::OWN`] is the router's (none answers 404), so the list
+    /// the CopilotKit base path is checked against is what the router mounts.
+    #[tokio::test]
+    async fn every_listed_first_segment_is_routed() {
+        let app = router(state());
+        for segment in routes::OWN {
+            let uri = format!("/{segment}");
+            let req = HttpRequest::builder()
+                .uri(&uri)
+                .body(Body::empty())
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_ne!(resp.status(), StatusCode::NOT_FOUND, "{uri}");
+        }
+        let req = HttpRequest::builder()
+            .uri("/nope")
+            .body(Body::empty())
+            .unwrap();
+        let resp = app.oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     }
 
     /// With inbound auth configured, exactly these answer without credentials (the list
@@ -814,9 +844,8 @@ mod tests {
 
     /// An agent that cannot be read (here: nothing listens at its URL, so its card is never
     /// read) is a 502 on its thread list and its thread, and is named in the inbox's
-    /// `unavailable` — never an empty list (docs/design.md#3-http-surface). The OpenAPI's codes for
-    /// it are the
-    /// request errors'.
+    /// `unavailable` — never an empty list (docs/design.md#3-http-surface). The OpenAPI's
+    /// codes for it are the request errors'.
     #[tokio::test]
     async fn an_agent_that_cannot_be_read_is_never_an_empty_list() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
@@ -832,15 +861,16 @@ mod tests {
         )
         .unwrap();
         let mut s = shared();
-        s.registry = Arc::new(
-            Registry::new(
-                config.agents,
-                Duration::from_secs(1),
-                Duration::from_secs(1),
-                1024,
-            )
-            .unwrap(),
+        let registry = Registry::new(
+            config.agents,
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            1024,
         );
+        s.run = Arc::new(crate::run::Env {
+            registry: Arc::new(registry.unwrap()),
+            ..(*s.run).clone()
+        });
         let s = AppState::from(s);
         let get = |uri: &str| {
             let req = HttpRequest::builder().uri(uri).body(Body::empty()).unwrap();

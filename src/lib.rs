@@ -19,6 +19,7 @@
 //! - [`http1`]: HTTP/1.1 message framing, shared by the inbound server and the upstream reader.
 //! - [`config`]: file + flags -> validated [`config::Settings`].
 //! - [`redact`]: what may be shown or logged (userinfo, foreign strings).
+//! - [`json`]: JSON read alike by both protocols (`null` as absent, non-empty strings).
 //! - [`metrics`]: the Prometheus metrics served at `/metrics`.
 //! - [`telemetry`]: traces over OTLP: a span per run and per upstream call.
 //! - [`demo`]: the embedded demo A2A agent (`--demo`).
@@ -35,6 +36,7 @@ pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod http1;
 pub(crate) mod ids;
+pub(crate) mod json;
 pub(crate) mod metrics;
 pub(crate) mod redact;
 pub(crate) mod registry;

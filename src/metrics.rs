@@ -1,6 +1,5 @@
 //! Prometheus metrics (docs/design.md#10-observability), served at `GET /metrics` in the text
-//! format, built on
-//! `prometheus-client` (the Prometheus project's Rust client).
+//! format, built on `prometheus-client` (the Prometheus project's Rust client).
 //!
 //! Invariants: the names are those of the design, spelled here and nowhere else; labels are
 //! low-cardinality only — agent names (from config), outcomes, error codes (from
@@ -119,8 +118,8 @@ fn registered<M: prometheus_client::registry::Metric + Clone>(
 }
 
 impl Metrics {
-    /// Every metric of docs/design.md#10-observability, registered; `store_errors` is the binding
-    /// store's count.
+    /// Every metric of docs/design.md#10-observability, registered; `store_errors` is the
+    /// binding store's count.
     pub(crate) fn new(store_errors: Arc<StoreErrors>) -> Self {
         let mut registry = Registry::default();
         let runs = registered(

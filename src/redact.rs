@@ -1,6 +1,6 @@
 //! What may be shown or logged (docs/design.md#9-reliability-and-limits,
-//! docs/design.md#11-security): the one home of the rules that keep
-//! secrets and forged lines out of responses and logs.
+//! docs/design.md#11-security): the one home of the rules that keep secrets and forged lines
+//! out of responses and logs.
 //!
 //! - URLs lose their userinfo (`http://user:pass@host` -> `http://host`): a password in an
 //!   agent URL is used for the upstream call and appears nowhere else.

@@ -42,7 +42,9 @@ fn presented(s: &AgentSettings) -> card::security::Presented {
 /// What a successfully read card resolves to.
 #[derive(Debug)]
 pub struct Resolved {
-    pub card: AgentCard,
+    /// Shared by every resolution made of this one ([`Resolved::with_client`]): a run with
+    /// its own client (traced, credentialed) never copies the card.
+    pub card: Arc<AgentCard>,
     pub client: Client,
     pub streaming: bool,
 }
@@ -64,10 +66,9 @@ impl Resolved {
 }
 
 /// The caller identity header every upstream call made for `owner` carries
-/// (`forward_identity`, docs/design.md#11-security): `None` when the agent forwards none, an error
-/// when the
-/// identity cannot be a header value. The one home of that rule: runs, thread reads,
-/// CopilotKit connect and stop all call upstream through [`Registry::resolve_as`] or
+/// (`forward_identity`, docs/design.md#11-security): `None` when the agent forwards none, an
+/// error when the identity cannot be a header value. The one home of that rule: runs, thread
+/// reads, CopilotKit connect and stop all call upstream through [`Registry::resolve_as`] or
 /// [`caller_client`], which use this.
 pub(crate) fn caller_identity(
     settings: &AgentSettings,
@@ -555,7 +556,7 @@ impl Registry {
             let (card, client) = self.extended(agent, card, client, &fallback).await;
             let streaming = card.streaming();
             return Ok(Arc::new(Resolved {
-                card,
+                card: Arc::new(card),
                 client,
                 streaming,
             }));
@@ -794,7 +795,7 @@ mod tests {
             settings,
             transport: Transport::new(tls, REFRESH_INTERVAL).unwrap(),
             resolved: RwLock::new(Some(Arc::new(Resolved {
-                card,
+                card: Arc::new(card),
                 client,
                 streaming: true,
             }))),

@@ -3,7 +3,9 @@
 //! A run is a task owned by its response stream ([`RunEvents`]): it makes the upstream A2A
 //! calls, feeds the projector, and hands each upstream event's AG-UI events to the response
 //! as one batch over a bounded channel (framing is the HTTP layer's). A stream dropped early
-//! (the client left) aborts the run and its upstream request.
+//! (the client left) aborts the run and its upstream request. A run goes by an [`Env`] (the
+//! registry, the binding store, limits, timeouts, metrics, the stop signal) and by nothing of
+//! the HTTP layer.
 //!
 //! What lives here and nowhere else: timeouts between upstream events (first event, idle,
 //! whole run) and the events-per-run limit (the route streams, so no HTTP layer can time
@@ -28,18 +30,17 @@ use crate::a2a::model::{OutgoingMessage, StreamEvent, Task};
 use crate::a2a::Operation;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, RunAgentInput};
-use crate::app::state::AppState;
 use crate::bridge::context::ContextSource;
 use crate::bridge::request::{Action, Mode, Plan};
 use crate::bridge::state::ClientView;
 use crate::bridge::{history, lane};
 use crate::bridge::{Projector, RunFrame};
-use crate::config::{ContextIds, Secret};
+use crate::config::{ContextIds, Limits, Secret, Timeouts};
 use crate::error::RunError;
 use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
-use crate::metrics::OpenStream;
+use crate::metrics::{Metrics, OpenStream};
 use crate::redact::Shown;
-use crate::registry::{self, Agent, Resolved};
+use crate::registry::{self, Agent, Registry, Resolved};
 use crate::store::{Store, ThreadRecord};
 use crate::telemetry::RunTrace;
 
@@ -59,12 +60,27 @@ const PICK_UP_HISTORY: u32 = 200;
 /// are held for a slow client.
 const CHANNEL_CAPACITY: usize = 16;
 
+/// What every run of the gateway goes by, and nothing else: the registry, the binding
+/// store, the limits and timeouts, the metrics and the stop signal. Built once and shared
+/// (`Arc`); the HTTP layer's own parts (auth, CORS, rate limits, run slots) are not in it,
+/// so a run depends on nothing above it.
+#[derive(Clone)]
+pub(crate) struct Env {
+    pub registry: Arc<Registry>,
+    pub store: Arc<Store>,
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+    pub metrics: Arc<Metrics>,
+    /// Flipped to `true` when open runs must end (shutdown after the drain period): they
+    /// end with `RUN_ERROR`.
+    pub stop: tokio::sync::watch::Receiver<bool>,
+}
+
 /// Everything a run needs, handed over by the HTTP handler.
 pub(crate) struct RunRequest {
     pub agent: Arc<Agent>,
-    /// The gateway's registry, binding store, limits, timeouts, metrics, and its stop
-    /// signal: when it turns `true`, open runs end with `RUN_ERROR`.
-    pub app: AppState,
+    /// What the run goes by ([`Env`]).
+    pub env: Arc<Env>,
     pub input: RunAgentInput,
     pub plan: Plan,
     /// Held for the run's lifetime (`limits.max_concurrent_runs`).
@@ -74,9 +90,9 @@ pub(crate) struct RunRequest {
     /// The caller's bearer when a JWT authenticated it (the caller-dependent upstream
     /// credentials send or exchange it, docs/security.md#upstream-credentials).
     pub caller_token: Option<Secret>,
-    /// The caller may see contexts not created through the gateway (docs/design.md#11-security), so
-    /// a
-    /// threadId the upstream knows as a context may be picked up.
+    /// The caller may see contexts not created through the gateway
+    /// (docs/design.md#11-security), so a threadId the upstream knows as a context may be
+    /// picked up.
     pub may_pick_up: bool,
     /// The run's span, when traces are on (docs/design.md#10-observability).
     pub trace: Option<RunTrace>,
@@ -141,12 +157,12 @@ impl Drop for RunEvents {
 pub(crate) fn start(req: RunRequest) -> RunEvents {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let agent = req.agent.settings.name.clone();
-    let open = req.app.metrics.stream_opened(&agent);
+    let open = req.env.metrics.stream_opened(&agent);
     let sink = Sink {
         tx,
-        client_write: req.app.timeouts.client_write(),
+        client_write: req.env.timeouts.client_write(),
         meter: Arc::new(RunMeter {
-            metrics: req.app.metrics.clone(),
+            metrics: req.env.metrics.clone(),
             agent,
             started: std::time::Instant::now(),
             trace: req.trace.clone(),
@@ -171,8 +187,8 @@ pub(crate) fn start(req: RunRequest) -> RunEvents {
 /// state for the whole stream (memory per open stream, docs/performance.md).
 async fn drive(req: Box<RunRequest>, sink: Sink, cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>) {
     let (thread_id, run_id) = (req.input.thread_id.clone(), req.input.run_id.clone());
-    let run_timeout = req.app.timeouts.run();
-    let mut stop = req.app.stop.clone();
+    let run_timeout = req.env.timeouts.run();
+    let mut stop = req.env.stop.clone();
     let preparing = sink.clone();
     let prepared =
         Box::pin(async move { Box::new(Run::prepare(*req, preparing, cancel_on_drop).await) });
@@ -239,7 +255,7 @@ struct Run {
     client_messages: Vec<ClientMessage>,
     agent: Arc<Agent>,
     /// The registry, binding store, limits and timeouts the run goes by.
-    app: AppState,
+    env: Arc<Env>,
     plan: Plan,
     projector: Projector,
     sink: Sink,
@@ -260,7 +276,8 @@ struct Run {
     /// The context whose history is read before the message goes, to open the run with it
     /// (pick-up or catch-up, [`ContextSource::history_to_read`]).
     pick_up: Option<ContextId>,
-    /// What the forwarding lane adds to the message's metadata (docs/design.md#8-forwarding-lane).
+    /// What the forwarding lane adds to the message's metadata
+    /// (docs/design.md#8-forwarding-lane).
     lane: serde_json::Map<String, serde_json::Value>,
     /// The run's span, parent of each upstream call's (docs/design.md#10-observability).
     trace: Option<RunTrace>,
@@ -290,9 +307,9 @@ async fn holds_the_thread(
 }
 
 impl Run {
-    /// Resolves the context id (docs/design.md#4-threads-and-contexts, [`crate::bridge::context`])
-    /// and builds the
-    /// projector. The client's state moves into the projector: it is never copied.
+    /// Resolves the context id (docs/design.md#4-threads-and-contexts,
+    /// [`crate::bridge::context`]) and builds the projector. The client's state moves into
+    /// the projector: it is never copied.
     async fn prepare(
         req: RunRequest,
         sink: Sink,
@@ -300,7 +317,7 @@ impl Run {
     ) -> Self {
         let RunRequest {
             agent,
-            app,
+            env,
             mut input,
             mut plan,
             permit,
@@ -312,7 +329,7 @@ impl Run {
         let mut candidates = plan.context_candidates();
         if candidates.needs_binding() {
             let (agent, thread) = (&agent.settings.name, &input.thread_id);
-            candidates.binding = app.store.get(&owner, agent, thread).await;
+            candidates.binding = env.store.get(&owner, agent, thread).await;
         }
         if agent.settings.context_ids == ContextIds::Client {
             candidates.thread_id = Some(ContextId::of_thread(&input.thread_id));
@@ -324,7 +341,7 @@ impl Run {
         let sends_new_message = matches!(&plan.action, Action::Send(m) if m.task_id.is_none());
         let holds_the_thread = sends_new_message
             && resolved.is_some()
-            && Box::pin(holds_the_thread(&input, &app.store, &owner, &agent)).await;
+            && Box::pin(holds_the_thread(&input, &env.store, &owner, &agent)).await;
         let pick_up = ContextSource::history_to_read(
             resolved.as_ref().map(|(id, source)| (id, *source)),
             &input.thread_id,
@@ -347,7 +364,7 @@ impl Run {
             },
             // Whenever the agent is given the state, what it was given is recorded.
             state_digests: cues.state.is_some(),
-            ..RunFrame::limited(&app.limits)
+            ..RunFrame::limited(&env.limits)
         };
         Self {
             thread_id: input.thread_id,
@@ -355,7 +372,7 @@ impl Run {
             caller_token,
             client_messages: std::mem::take(&mut input.messages),
             agent,
-            app,
+            env,
             plan,
             projector: Projector::new(frame),
             sink,
@@ -415,8 +432,7 @@ impl Run {
     }
 
     /// Bookkeeping once ids are known: bind the thread to its context
-    /// (docs/design.md#4-threads-and-contexts) and arm
-    /// the cancel-on-disconnect for the task.
+    /// (docs/design.md#4-threads-and-contexts) and arm the cancel-on-disconnect for the task.
     async fn after_apply(&mut self) {
         if !self.bound {
             if let Some(context_id) = self.projector.context_id().map(ContextId::new) {
@@ -425,7 +441,7 @@ impl Run {
                 if self.stored_binding.as_ref() != Some(&context_id) {
                     // Boxed, as every rare await of the run: a future's size is that of its
                     // largest state, held for the whole stream (memory per open stream).
-                    Box::pin(self.app.store.put(&self.owner, agent, thread, &context_id)).await;
+                    Box::pin(self.env.store.put(&self.owner, agent, thread, &context_id)).await;
                 }
                 self.bound = true;
             }
@@ -441,7 +457,7 @@ impl Run {
                     task_id: Some(TaskId::new(task_id)),
                 };
                 let agent = &self.agent.settings.name;
-                Box::pin(self.app.store.put_task(&self.owner, agent, &record)).await;
+                Box::pin(self.env.store.put_task(&self.owner, agent, &record)).await;
                 self.recorded_task = record.task_id;
             }
         }
@@ -494,7 +510,7 @@ impl Run {
         }
         // Boxed, like every step below: execute's future lives as long as the run, so a
         // step's state must not size it (memory per open stream, docs/performance.md).
-        let upstream = match Box::pin(self.app.registry.resolve(&self.agent)).await {
+        let upstream = match Box::pin(self.env.registry.resolve(&self.agent)).await {
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("agent {} is not reachable: {e}", self.agent.settings.name);
@@ -517,14 +533,15 @@ impl Run {
         if let Some(context_id) = self.pick_up.take() {
             Box::pin(self.pick_up(&upstream, context_id)).await?;
         }
-        match self.plan.action.clone() {
+        // The action moves out of the plan: the message it sends is never copied.
+        match self.plan.take_action() {
             Action::Refuse(_) => Ok(()),
             Action::Cancel { task_id } => Box::pin(self.cancel(&upstream, &task_id)).await,
             Action::Subscribe { task_id } => {
                 Box::pin(self.subscribe_only(&upstream, &task_id)).await
             }
-            Action::Send(message) => Box::pin(self.send_or_fail(&upstream, &message)).await,
-            Action::Answer(answer) => Box::pin(self.answer(&upstream, &answer)).await,
+            Action::Send(message) => Box::pin(self.send_or_fail(&upstream, message)).await,
+            Action::Answer(answer) => Box::pin(self.answer(&upstream, answer)).await,
         }
     }
 
@@ -532,9 +549,8 @@ impl Run {
     async fn send_or_fail(
         &mut self,
         upstream: &Resolved,
-        message: &OutgoingMessage,
+        mut message: OutgoingMessage,
     ) -> Result<(), Disconnected> {
-        let mut message = message.clone();
         let force = self.agent.settings.force_extensions;
         lane::attach(
             &mut message,
@@ -551,12 +567,11 @@ impl Run {
         }
     }
 
-    /// docs/design.md#4-threads-and-contexts pick-up and catch-up: if the upstream (A2A 1.0) has
-    /// tasks in `context_id`
-    /// (the threadId asked as a context, or the run's known context for a client that holds
-    /// none of its turns), the message goes into that context and the run opens with its
-    /// earlier turns. Without `ListTasks` (0.3) or when it fails, nothing is shown
-    /// (docs/identity.md).
+    /// docs/design.md#4-threads-and-contexts pick-up and catch-up: if the upstream (A2A 1.0)
+    /// has tasks in `context_id` (the threadId asked as a context, or the run's known context
+    /// for a client that holds none of its turns), the message goes into that context and the
+    /// run opens with its earlier turns. Without `ListTasks` (0.3) or when it fails, nothing
+    /// is shown (docs/identity.md).
     async fn pick_up(
         &mut self,
         upstream: &Resolved,
@@ -614,7 +629,7 @@ impl Run {
         }
         let history = self.plan.options.history_length;
         let open = Box::pin(upstream.client.stream_message(message, history));
-        let first_event = self.app.timeouts.first_event();
+        let first_event = self.env.timeouts.first_event();
         let stream = match tokio::time::timeout(first_event, open).await {
             Ok(r) => r?,
             Err(_) => {
@@ -636,7 +651,7 @@ impl Run {
         let history = self.plan.options.history_length;
         let result = upstream
             .client
-            .send_message(message, history, Some(self.app.timeouts.run()))
+            .send_message(message, history, Some(self.env.timeouts.run()))
             .await?;
         // A task result holds the whole turn in its history: projected like a recovered
         // snapshot, so the live view and a later rebuild agree

@@ -1,6 +1,6 @@
-//! The binding store (docs/design.md#4-threads-and-contexts, docs/design.md#11-security): owner +
-//! agent + threadId -> contextId, the only
-//! thing the gateway may remember. It holds ids and owners only, never content.
+//! The binding store (docs/design.md#4-threads-and-contexts, docs/design.md#11-security):
+//! owner + agent + threadId -> contextId, the only thing the gateway may remember. It holds
+//! ids and owners only, never content.
 //!
 //! Two kinds: [`memory`] (the default: per process, bounded, evicting) and [`redis`] (shared
 //! by replicas, survives restarts, entries expire after `binding_ttl_s` without use).
@@ -282,10 +282,10 @@ impl Store {
     }
 
     /// Claims the answer to `interrupt_id` on `agent` for one run
-    /// (docs/design.md#7-human-in-the-loop: a resume sent
-    /// twice at once goes upstream once): `false` if another run holds it. The claim lasts
-    /// `ttl` — an interrupt is answered once — unless released after a refusal. A store
-    /// that does not answer grants it (the GetTask check still stops sequential replays).
+    /// (docs/design.md#7-human-in-the-loop: a resume sent twice at once goes upstream once):
+    /// `false` if another run holds it. The claim lasts `ttl` — an interrupt is answered once
+    /// — unless released after a refusal. A store that does not answer grants it (the GetTask
+    /// check still stops sequential replays).
     pub(crate) async fn claim_answer(
         &self,
         agent: &str,

@@ -17,14 +17,13 @@
 //! through reqwest.
 //!
 //! Hostile upstreams (docs/design.md#9-reliability-and-limits): connecting is bounded by
-//! `timeouts.connect`, the response
-//! head by the caller's head bound (or the first event's); the head, chunk lines, extensions
-//! and trailers within [`crate::http1`]'s bounds and grammar (the same request boundary and
-//! chunked rules as the inbound server: a head with a bare LF is refused, not read with
-//! another boundary); the read buffer grows only while reads fill it, to
-//! [`MAX_READ_BUFFER`]. A framing error ends the body after what was decoded before it is
-//! handed on, and names itself ("a malformed chunked body: ..."). Nothing the upstream sends
-//! is echoed in errors.
+//! `timeouts.connect`, the response head by the caller's head bound (or the first event's);
+//! the head, chunk lines, extensions and trailers within [`crate::http1`]'s bounds and
+//! grammar (the same request boundary and chunked rules as the inbound server: a head with a
+//! bare LF is refused, not read with another boundary); the read buffer grows only while
+//! reads fill it, to [`MAX_READ_BUFFER`]. A framing error ends the body after what was
+//! decoded before it is handed on, and names itself ("a malformed chunked body: ...").
+//! Nothing the upstream sends is echoed in errors.
 
 use std::io::ErrorKind;
 use std::time::Duration;

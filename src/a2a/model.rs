@@ -9,6 +9,8 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::json::null_default;
+
 /// Lifecycle state of an A2A task, spelling-neutral.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskState {
@@ -229,15 +231,6 @@ impl<'de> Deserialize<'de> for Part {
     }
 }
 
-/// `null` reads as the default, like an absent field.
-fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
-
 /// An A2A message.
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
@@ -389,7 +382,8 @@ pub struct OutgoingMessage {
     pub parts: Vec<Part>,
     pub context_id: Option<String>,
     pub task_id: Option<String>,
-    /// The message's own metadata (an extension's payload, docs/design.md#7-human-in-the-loop/§8).
+    /// The message's own metadata (an extension's payload,
+    /// docs/design.md#7-human-in-the-loop/§8).
     pub metadata: Option<Value>,
     /// Extension URIs the message uses (`message.extensions`).
     pub extensions: Vec<String>,

@@ -5,19 +5,12 @@
 //! (an unknown one as [`Role::Other`]).
 //! Only `threadId`, `runId` and `messages` are required.
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::Role;
 use crate::ids::ThreadId;
-
-fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
+use crate::json::null_default;
 
 /// The request body of an AG-UI run.
 #[derive(Debug, Clone, Deserialize)]

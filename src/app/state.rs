@@ -1,8 +1,9 @@
-//! The gateway's shared state ([`AppState`]): what every handler and every run reads, built
-//! once from the settings by [`super::build`] and shared behind one `Arc`, so a request or a
-//! run takes it with one reference count, never as copies of its fields. Nothing in it
-//! changes after start but what it holds to be shared (the binding store, the counters,
-//! the run slots, the stop and drain signals).
+//! The gateway's shared state ([`AppState`]): what every handler reads, built once from the
+//! settings by [`super::build`] and shared behind one `Arc`, so a request takes it with one
+//! reference count, never as copies of its fields. What a run goes by is one part of it
+//! ([`crate::run::Env`], its own `Arc`), handed to each run alone: a run sees nothing of the
+//! HTTP layer. Nothing in it changes after start but what it holds to be shared (the binding
+//! store, the counters, the run slots, the stop and drain signals).
 
 use std::ops::Deref;
 use std::sync::atomic::AtomicBool;
@@ -12,10 +13,11 @@ use axum::http::HeaderValue;
 use tokio::sync::Semaphore;
 
 use crate::auth::Authenticator;
-use crate::config::{Limits, Readiness, Settings, TimeoutSettings};
+use crate::config::{Readiness, Settings};
 use crate::http::ratelimit::RunLimiter;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
+use crate::run;
 use crate::store::Store;
 use crate::telemetry::Traces;
 
@@ -38,16 +40,14 @@ impl From<Shared> for AppState {
     }
 }
 
-/// What [`AppState`] shares.
+/// What [`AppState`] shares. Its run part's fields read as its own (`state.registry`,
+/// `state.limits`: [`Deref`] to [`run::Env`]).
 pub(crate) struct Shared {
-    pub registry: Arc<Registry>,
-    pub store: Arc<Store>,
-    pub limits: Limits,
-    pub timeouts: TimeoutSettings,
+    /// The registry, binding store, limits, timeouts, metrics and stop signal, as every run
+    /// gets them.
+    pub run: Arc<run::Env>,
     /// `limits.max_concurrent_runs` slots; a run holds one for its lifetime.
     pub runs: Arc<Semaphore>,
-    /// Flipped to `true` when open runs must end (shutdown after the drain period).
-    pub stop: tokio::sync::watch::Receiver<bool>,
     /// Set at the shutdown signal, before the drain: `/readyz` answers 503 from then on
     /// (docs/operations.md#readiness).
     pub draining: Arc<AtomicBool>,
@@ -57,7 +57,6 @@ pub(crate) struct Shared {
     pub cors_origins: Vec<HeaderValue>,
     /// Who may call (inbound auth).
     pub auth: Arc<Authenticator>,
-    pub metrics: Arc<Metrics>,
     /// `rate_limits`, if configured.
     pub run_limiter: Option<Arc<RunLimiter>>,
     /// `metrics_public`: `/metrics` without inbound auth.
@@ -67,6 +66,14 @@ pub(crate) struct Shared {
     /// Where the CopilotKit runtime routes are mounted, if they are
     /// (`crate::http::copilotkit`).
     pub copilotkit_base_path: Option<String>,
+}
+
+impl Deref for Shared {
+    type Target = run::Env;
+
+    fn deref(&self) -> &run::Env {
+        &self.run
+    }
 }
 
 impl Shared {
@@ -80,17 +87,19 @@ impl Shared {
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         Self {
-            registry,
-            store: Arc::new(store),
-            limits: settings.limits.clone(),
-            timeouts: settings.timeouts,
+            run: Arc::new(run::Env {
+                registry,
+                store: Arc::new(store),
+                limits: settings.limits,
+                timeouts: settings.timeouts,
+                metrics,
+                stop,
+            }),
             runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs.get())),
-            stop,
             draining: Arc::new(AtomicBool::new(false)),
             readiness: settings.readiness,
             cors_origins: settings.cors_origins.clone(),
             auth: Arc::new(Authenticator::new(&settings.auth)),
-            metrics,
             run_limiter: settings.rate_limits.map(|r| Arc::new(RunLimiter::new(r))),
             metrics_public: settings.metrics_public,
             traces,

@@ -1,8 +1,7 @@
-//! Human-in-the-loop dialects (docs/design.md#7-human-in-the-loop, `docs/dialects.md`): how each
-//! agent framework asks
-//! for input on the A2A wire, and the one answer shape it accepts. The one home of every
-//! framework's HITL shape: the projection reads a waiting status with [`read`], the resume
-//! path writes the answer with [`answer`].
+//! Human-in-the-loop dialects (docs/design.md#7-human-in-the-loop, `docs/dialects.md`): how
+//! each agent framework asks for input on the A2A wire, and the one answer shape it accepts.
+//! The one home of every framework's HITL shape: the projection reads a waiting status with
+//! [`read`], the resume path writes the answer with [`answer`].
 //!
 //! Invariants: reading never fails (an unknown shape is plain text, its data part kept as the
 //! interrupt's `request`); an answer always has at least one part; a `{"a2aParts": [...]}`
@@ -12,6 +11,7 @@ use serde_json::{json, Value};
 
 use super::tools::{self, ADK_FUNCTION_CALL, ADK_FUNCTION_RESPONSE, ADK_TYPE};
 use crate::a2a::model::{Message, Part, PartContent};
+use crate::json::str_at;
 
 /// The gateway's own structured request (`a2a.input.request`) and answer.
 pub(crate) const GATEWAY_REQUEST: &str = "a2a.input.request";
@@ -46,8 +46,8 @@ pub(crate) enum Dialect {
     /// `metadata[KAGENT_HITL_URI]` with `message.extensions` naming it.
     KagentExtension { kind: KagentKind, ids: Vec<String> },
     /// The agent called frontend tools (`agui-tool-call` data parts,
-    /// docs/design.md#8-forwarding-lane): the run
-    /// ends for the frontend to run them; each result goes back as an `agui-tool-result`.
+    /// docs/design.md#8-forwarding-lane): the run ends for the frontend to run them; each
+    /// result goes back as an `agui-tool-result`.
     FrontendTools { call_ids: Vec<String> },
 }
 
@@ -60,10 +60,10 @@ pub(crate) enum KagentKind {
 
 /// A waiting task's question, read in its dialect.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Request {
+pub(crate) struct Question {
     pub dialect: Dialect,
     /// What to show the person: the status text, else a question made from the data.
-    pub question: Option<String>,
+    pub text: Option<String>,
     /// The call the question is about (ADK, kagent).
     pub tool_call_id: Option<String>,
     /// The data of the request's data part (several: an array of them).
@@ -78,10 +78,6 @@ pub(crate) enum Reply {
     Payload(Value),
     Message(Vec<Part>),
     ToolResults(Vec<(String, Value)>),
-}
-
-fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 /// Schema of a yes/no approval answer.
@@ -116,7 +112,7 @@ struct Asked<'a> {
 
 /// Reads the question of a waiting status message (`None`: no message at all): the first
 /// dialect that recognises it wins, plain text otherwise.
-pub(crate) fn read(message: Option<&Message>) -> Request {
+pub(crate) fn read(message: Option<&Message>) -> Question {
     let Some(message) = message else {
         return plain(None, None);
     };
@@ -150,10 +146,10 @@ pub(crate) fn read(message: Option<&Message>) -> Request {
         .unwrap_or_else(|| plain(asked.text, request))
 }
 
-fn plain(question: Option<String>, request: Option<Value>) -> Request {
-    Request {
+fn plain(question: Option<String>, request: Option<Value>) -> Question {
+    Question {
         dialect: Dialect::Text,
-        question,
+        text: question,
         tool_call_id: None,
         request,
         response_schema: None,
@@ -162,7 +158,7 @@ fn plain(question: Option<String>, request: Option<Value>) -> Request {
 
 /// strands: `{"interrupts": [{"interruptId", "name", "reason"}]}`
 /// (`strands/multiagent/a2a/executor.py` `_handle_interrupt_result`).
-fn read_strands(asked: &Asked<'_>) -> Option<Request> {
+fn read_strands(asked: &Asked<'_>) -> Option<Question> {
     let (data, interrupts) = asked
         .datas
         .iter()
@@ -183,10 +179,10 @@ fn read_strands(asked: &Asked<'_>) -> Option<Request> {
             .or_else(|| question_in(reason))
             .or_else(|| str_at(i, "name").map(str::to_owned))
     });
-    Some(Request {
+    Some(Question {
         dialect: Dialect::Strands { interrupt_ids },
         // The text part is a Python repr of the reasons; the data has the question.
-        question: reason.or_else(|| asked.text.clone()),
+        text: reason.or_else(|| asked.text.clone()),
         tool_call_id: None,
         request: Some(data.clone()),
         response_schema: Some(json!({})),
@@ -196,7 +192,7 @@ fn read_strands(asked: &Asked<'_>) -> Option<Request> {
 /// ADK: a long-running function call the task waits on, answered by its
 /// `function_response`; ADK's tool confirmation is such a call (`adk_request_confirmation`),
 /// which kagent ≤ 0.10 writes with `kagent_` keys and answers with a decision.
-fn read_adk(asked: &Asked<'_>) -> Option<Request> {
+fn read_adk(asked: &Asked<'_>) -> Option<Question> {
     let (call, kind) = asked.datas.iter().find_map(|(d, m)| {
         let kind = tools::adk_part(*m)?;
         (kind.kind == ADK_FUNCTION_CALL && kind.long_running).then_some((*d, kind))
@@ -221,7 +217,7 @@ fn read_adk(asked: &Asked<'_>) -> Option<Request> {
             };
             format!("The agent waits for {}.", describe_call(n, a))
         });
-    Some(Request {
+    Some(Question {
         dialect: if kind.kagent && confirmation {
             Dialect::KagentConfirmation { ask_user }
         } else {
@@ -230,7 +226,7 @@ fn read_adk(asked: &Asked<'_>) -> Option<Request> {
                 name: name.to_owned(),
             }
         },
-        question: Some(question),
+        text: Some(question),
         // A confirmation is about the call it holds back.
         tool_call_id: Some(
             original
@@ -248,7 +244,7 @@ fn read_adk(asked: &Asked<'_>) -> Option<Request> {
 }
 
 /// kagent's HITL extension: the request is in `message.metadata[KAGENT_HITL_URI]`.
-fn read_kagent_extension(asked: &Asked<'_>) -> Option<Request> {
+fn read_kagent_extension(asked: &Asked<'_>) -> Option<Question> {
     let req = asked.message.metadata.as_ref()?.get(KAGENT_HITL_URI)?;
     let kind = match str_at(req, "type")? {
         KAGENT_APPROVAL => KagentKind::ToolApproval,
@@ -284,9 +280,9 @@ fn read_kagent_extension(asked: &Asked<'_>) -> Option<Request> {
                 .collect();
             format!("Approve {}?", calls.join(", "))
         });
-    Some(Request {
+    Some(Question {
         dialect: Dialect::KagentExtension { kind, ids },
-        question: Some(question),
+        text: Some(question),
         tool_call_id: tools
             .first()
             .and_then(|t| str_at(t, "call_id").or_else(|| str_at(t, "id")))
@@ -301,7 +297,7 @@ fn read_kagent_extension(asked: &Asked<'_>) -> Option<Request> {
 
 /// Frontend tool calls (`agui-tool-call`, docs/design.md#8-forwarding-lane), the wait for their
 /// results.
-fn read_frontend_tools(asked: &Asked<'_>) -> Option<Request> {
+fn read_frontend_tools(asked: &Asked<'_>) -> Option<Question> {
     let calls: Vec<(String, String)> = asked
         .datas
         .iter()
@@ -313,8 +309,8 @@ fn read_frontend_tools(asked: &Asked<'_>) -> Option<Request> {
         .collect();
     let (first, _) = calls.first()?.clone();
     let names: Vec<&str> = calls.iter().map(|(_, n)| n.as_str()).collect();
-    Some(Request {
-        question: asked
+    Some(Question {
+        text: asked
             .text
             .clone()
             .or_else(|| Some(format!("The agent calls {}.", names.join(", ")))),
@@ -329,21 +325,21 @@ fn read_frontend_tools(asked: &Asked<'_>) -> Option<Request> {
 
 /// The gateway's own structured request (`a2a.input.request`): its schema is the
 /// response schema.
-fn read_gateway(asked: &Asked<'_>) -> Option<Request> {
+fn read_gateway(asked: &Asked<'_>) -> Option<Question> {
     let (req, _) = asked
         .datas
         .iter()
         .find(|(d, _)| d.get("schema").is_some() || str_at(d, "type") == Some(GATEWAY_REQUEST))?;
-    Some(Request {
+    Some(Question {
         dialect: Dialect::Gateway,
-        question: asked.text.clone().or_else(|| question_in(req)),
+        text: asked.text.clone().or_else(|| question_in(req)),
         tool_call_id: None,
         request: Some((*req).clone()),
         response_schema: req.get("schema").filter(|s| s.is_object()).cloned(),
     })
 }
 
-/// kagent's `questions[].question`, joined.
+/// kagent's `questions[].text`, joined.
 fn kagent_questions(req: &Value) -> Option<String> {
     let qs: Vec<&str> = req
         .get("questions")?
@@ -461,15 +457,15 @@ impl From<Vec<Part>> for Written {
     }
 }
 
-/// The answer to `request` with `reply`, in the request's dialect
+/// The answer to `question` with `reply`, in the question's dialect
 /// (docs/design.md#7-human-in-the-loop).
-pub(crate) fn answer(request: &Request, reply: &Reply, interrupt_id: &str) -> Written {
+pub(crate) fn answer(question: &Question, reply: &Reply, interrupt_id: &str) -> Written {
     if let Reply::Payload(p) = reply {
         if let Some(parts) = verbatim_parts(p) {
             return parts.into();
         }
     }
-    let parts = match &request.dialect {
+    let parts = match &question.dialect {
         Dialect::Strands { interrupt_ids } => interrupt_ids
             .iter()
             .map(|id| {
@@ -585,8 +581,8 @@ fn kagent_extension_answer(kind: KagentKind, ids: &[String], reply: &Reply) -> W
     }
 }
 
-/// `{"a2aParts": [...]}`: parts sent as given (docs/design.md#7-human-in-the-loop); `None` if the
-/// payload is not that.
+/// `{"a2aParts": [...]}`: parts sent as given (docs/design.md#7-human-in-the-loop); `None` if
+/// the payload is not that.
 fn verbatim_parts(payload: &Value) -> Option<Vec<Part>> {
     let list = payload.get("a2aParts")?.as_array()?;
     let parts: Vec<Part> = list
@@ -630,7 +626,7 @@ mod tests {
             json!([{"kind": "text", "text": "Approve?"}]),
         )));
         assert_eq!(r.dialect, Dialect::Text);
-        assert_eq!(r.question.as_deref(), Some("Approve?"));
+        assert_eq!(r.text.as_deref(), Some("Approve?"));
         let written = answer(&r, &Reply::Payload(json!("yes")), "i");
         assert_eq!(written.parts, vec![Part::text("yes")]);
     }

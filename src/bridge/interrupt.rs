@@ -141,7 +141,7 @@ impl Pending {
         task_id: &str,
         context_id: &str,
         status: &TaskStatus,
-        asked: dialect::Request,
+        asked: dialect::Question,
     ) -> Self {
         let reason = if status.state == TaskState::AuthRequired {
             "a2a:auth_required"
@@ -153,7 +153,7 @@ impl Pending {
             task_id: task_id.to_owned(),
             context_id: context_id.to_owned(),
             reason,
-            message: asked.question,
+            message: asked.text,
             tool_call_id: asked.tool_call_id,
             request: asked.request,
             response_schema: asked.response_schema,

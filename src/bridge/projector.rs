@@ -182,9 +182,9 @@ impl Projector {
         self.answered.push(id);
     }
 
-    /// True if `event` re-publishes a status this run answers (docs/design.md#7-human-in-the-loop):
-    /// the a2a-js SDK
-    /// opens every execution with the task as it was, still waiting on the old question.
+    /// True if `event` re-publishes a status this run answers
+    /// (docs/design.md#7-human-in-the-loop): the a2a-js SDK opens every execution with the
+    /// task as it was, still waiting on the old question.
     fn is_stale_snapshot(&self, event: &StreamEvent) -> bool {
         match event {
             StreamEvent::Task(t) => self.is_stale_status(&t.id, &t.status),
@@ -202,8 +202,7 @@ impl Projector {
     }
 
     /// The upstream accepted the answer (docs/design.md#7-human-in-the-loop): the answered
-    /// interrupts are resolved
-    /// now, not before — a refused answer leaves them pending.
+    /// interrupts are resolved now, not before — a refused answer leaves them pending.
     fn accept(&mut self, out: &mut Vec<Event>) {
         if self.accepted || self.phase.is_finished() {
             return;
@@ -300,12 +299,11 @@ impl Projector {
         out
     }
 
-    /// Reattaches to a live task from its snapshot (`subscribeOnly`, docs/design.md#5-run-options):
-    /// the run's
-    /// start, a complete `MESSAGES_SNAPSHOT` (the client's messages merged with the task's
-    /// history, docs/design.md#4-threads-and-contexts), then the snapshot's state; messages already
-    /// in the snapshot are
-    /// not streamed again.
+    /// Reattaches to a live task from its snapshot (`subscribeOnly`,
+    /// docs/design.md#5-run-options): the run's start, a complete `MESSAGES_SNAPSHOT` (the
+    /// client's messages merged with the task's history,
+    /// docs/design.md#4-threads-and-contexts), then the snapshot's state; messages already in
+    /// the snapshot are not streamed again.
     pub(crate) fn reattach(
         &mut self,
         task: &Task,
@@ -329,13 +327,12 @@ impl Projector {
         out
     }
 
-    /// Picks up a conversation the client has not seen (docs/design.md#4-threads-and-contexts): the
-    /// run starts in
-    /// `context_id` with a `MESSAGES_SNAPSHOT` of its earlier turns (`tasks`, oldest first),
-    /// then the client's own turns A2A does not hold yet (its new message) as text messages:
-    /// `@ag-ui/client` keeps the messages it holds in its own order and appends the rest, so
-    /// the new message would otherwise stay before the history. Nothing of the history is
-    /// streamed again.
+    /// Picks up a conversation the client has not seen
+    /// (docs/design.md#4-threads-and-contexts): the run starts in `context_id` with a
+    /// `MESSAGES_SNAPSHOT` of its earlier turns (`tasks`, oldest first), then the client's
+    /// own turns A2A does not hold yet (its new message) as text messages: `@ag-ui/client`
+    /// keeps the messages it holds in its own order and appends the rest, so the new message
+    /// would otherwise stay before the history. Nothing of the history is streamed again.
     pub(crate) fn pick_up(
         &mut self,
         context_id: &str,
@@ -580,9 +577,8 @@ impl Projector {
             self.on_message(msg, state.is_interrupted(), out);
         }
         let status_text = status.message.as_ref().map(Message::text);
-        // docs/design.md#6-projection-a2a-to-ag-ui: `/a2a/task` when the state changes, and on the
-        // task's last status — not
-        // for every chunk of a working task.
+        // docs/design.md#6-projection-a2a-to-ag-ui: `/a2a/task` when the state changes, and
+        // on the task's last status — not for every chunk of a working task.
         let last = state.is_terminal() || state.is_interrupted();
         let changed = self
             .projected_task
@@ -612,9 +608,9 @@ impl Projector {
             }
             TaskState::InputRequired | TaskState::AuthRequired => {
                 let asked = dialect::read(status.message.as_ref());
-                // docs/design.md#8-forwarding-lane: the agent waits for frontend tools; the run
-                // ends for the app to
-                // run them, and their results answer the task on the next run.
+                // docs/design.md#8-forwarding-lane: the agent waits for frontend tools; the
+                // run ends for the app to run them, and their results answer the task on the
+                // next run.
                 if let (TaskState::InputRequired, Dialect::FrontendTools { call_ids }) =
                     (state, &asked.dialect)
                 {
@@ -648,17 +644,14 @@ impl Projector {
         text: Option<&str>,
         out: &mut Vec<Event>,
     ) {
-        let mut task = Map::new();
-        task.insert("id".into(), json!(task_id));
-        task.insert("state".into(), json!(status.state.as_str()));
-        if let Some(text) = text.filter(|t| !t.is_empty()) {
-            task.insert("message".into(), json!(text));
-        }
-        if let Some(ts) = &status.timestamp {
-            task.insert("updatedAt".into(), json!(ts));
-        }
+        let task = state::TaskEntry {
+            id: task_id.into(),
+            state: status.state.as_str().into(),
+            message: text.filter(|t| !t.is_empty()).map(Into::into),
+            updated_at: status.timestamp.as_deref().map(Into::into),
+        };
         self.delta(
-            vec![add(layout::task(), Value::Object(task))],
+            vec![add(layout::task(), task.to_value())],
             Writer::Gateway,
             out,
         );

@@ -754,9 +754,9 @@ fn cumulative_re_sends_count_only_their_new_text() {
 
 #[test]
 fn history_rebuilds_the_messages_the_live_projection_gave() {
-    // docs/design.md#4-threads-and-contexts: every message the client got live is in the rebuilt
-    // history with the same
-    // id and text (a blocking send's result streams only its last status message live).
+    // docs/design.md#4-threads-and-contexts: every message the client got live is in the
+    // rebuilt history with the same id and text (a blocking send's result streams only its
+    // last status message live).
     for path in [
         "v1/send-artifact.json",
         "v1/send-echo.json",
@@ -788,9 +788,9 @@ fn history_rebuilds_the_messages_the_live_projection_gave() {
     }
 }
 
-// One reply, one message (docs/design.md#6-projection-a2a-to-ag-ui), over streams recorded from the
-// real frameworks
-// (`fixtures/a2a/frameworks/*`, recorded by `tests/frameworks/*/record.*`).
+// One reply, one message (docs/design.md#6-projection-a2a-to-ag-ui), over streams recorded
+// from the real frameworks (`fixtures/a2a/frameworks/*`, recorded by
+// `tests/frameworks/*/record.*`).
 
 #[test]
 fn every_framework_shows_its_reply_once_in_one_message() {
@@ -969,9 +969,9 @@ fn rebuilt(messages: &[Value]) -> Vec<Value> {
 
 #[test]
 fn a_rebuilt_thread_shows_the_tool_calls_of_the_live_run() {
-    // docs/design.md#4-threads-and-contexts: a thread read back shows the tool calls, results and
-    // text the live run
-    // showed, under the same ids and in the same order, wherever ADK carried them.
+    // docs/design.md#4-threads-and-contexts: a thread read back shows the tool calls, results
+    // and text the live run showed, under the same ids and in the same order, wherever ADK
+    // carried them.
     for (live, read_back) in [
         (
             "frameworks/adk/executor-v2/tool.sse",
@@ -1217,8 +1217,8 @@ fn a_refused_answer_leaves_the_interrupt_pending() {
 
 #[test]
 fn a_rebuilt_history_shows_what_the_live_runs_showed() {
-    // docs/design.md#4-threads-and-contexts: the ask and the answer's run, live, against the task
-    // read back afterwards.
+    // docs/design.md#4-threads-and-contexts: the ask and the answer's run, live, against the
+    // task read back afterwards.
     for dir in [
         "frameworks/adk",
         "frameworks/adk/v0_3",
@@ -1259,7 +1259,8 @@ fn a_rebuilt_history_shows_what_the_live_runs_showed() {
 
 #[test]
 fn a_frontend_tool_call_ends_the_run_for_the_app_to_run_it() {
-    // docs/design.md#8-forwarding-lane: the agent waits (input-required) on an `agui-tool-call`.
+    // docs/design.md#8-forwarding-lane: the agent waits (input-required) on an
+    // `agui-tool-call`.
     let results = [
         working_task(),
         json!({"statusUpdate": {"taskId": "T", "contextId": "C", "status": {

@@ -1,8 +1,8 @@
-//! One reply, one message (docs/design.md#6-projection-a2a-to-ag-ui, `docs/mapping.md` "One reply,
-//! one message"): which
-//! AG-UI text message each piece of agent text belongs to, and which pieces only repeat what
-//! the turn already shows. Pure; the live projection and the history rebuild both feed it, in
-//! the order A2A keeps (history, artifacts, status), so both yield the same messages.
+//! One reply, one message (docs/design.md#6-projection-a2a-to-ag-ui, `docs/mapping.md` "One
+//! reply, one message"): which AG-UI text message each piece of agent text belongs to, and
+//! which pieces only repeat what the turn already shows. Pure; the live projection and the
+//! history rebuild both feed it, in the order A2A keeps (history, artifacts, status), so both
+//! yield the same messages.
 //!
 //! The rule, over one agent turn (it starts after a user message):
 //! - a status or agent message whose messageId is new *continues* the open reply (token

@@ -5,9 +5,9 @@
 //!
 //! Only the new part of the conversation goes upstream — the latest user message, or the
 //! answer to an interrupt — never the transcript: history lives in the A2A server. The user
-//! message's AG-UI id becomes its A2A messageId (docs/design.md#4-threads-and-contexts), so history
-//! rebuilt from A2A
-//! carries the ids the client already holds. threadId and runId are never sent.
+//! message's AG-UI id becomes its A2A messageId (docs/design.md#4-threads-and-contexts), so
+//! history rebuilt from A2A carries the ids the client already holds. threadId and runId are
+//! never sent.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -40,7 +40,8 @@ pub(crate) struct RunOptions {
     pub task_id: Option<String>,
     pub subscribe_only: bool,
     pub history_length: Option<u32>,
-    /// The run's forwarding cues (docs/design.md#5-run-options, docs/design.md#8-forwarding-lane).
+    /// The run's forwarding cues (docs/design.md#5-run-options,
+    /// docs/design.md#8-forwarding-lane).
     pub cues: CueOverrides,
 }
 
@@ -196,8 +197,8 @@ pub(crate) enum Action {
     /// Send a message (new task, or more input for the task `task_id` names).
     Send(OutgoingMessage),
     /// Answer a waiting task (a resume, or a plain message while the task waits,
-    /// docs/design.md#7-human-in-the-loop):
-    /// written in the task's dialect once its current question is read.
+    /// docs/design.md#7-human-in-the-loop): written in the task's dialect once its current
+    /// question is read.
     Answer(Answer),
     /// Cancel the waiting task (a `cancelled` resume).
     Cancel { task_id: String },
@@ -238,10 +239,10 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    /// The answer written as the message for `request` (the task's current question).
-    pub(crate) fn message(&self, request: &super::dialect::Request) -> OutgoingMessage {
+    /// The answer written as the message for `question` (the task's current one).
+    pub(crate) fn message(&self, question: &super::dialect::Question) -> OutgoingMessage {
         let id = self.interrupts.first().map(ToString::to_string);
-        let written = super::dialect::answer(request, &self.reply, id.as_deref().unwrap_or(""));
+        let written = super::dialect::answer(question, &self.reply, id.as_deref().unwrap_or(""));
         OutgoingMessage {
             message_id: self.message_id.clone(),
             parts: written.parts,
@@ -252,19 +253,20 @@ impl Answer {
         }
     }
 
-    /// The user's message as a new task in the context (the waiting task is gone).
-    pub(crate) fn as_new_message(&self) -> OutgoingMessage {
-        let parts = match &self.reply {
-            Reply::Message(parts) => parts.clone(),
-            Reply::Payload(p) => vec![Part::data(p.clone())],
-            Reply::ToolResults(_) => {
-                super::dialect::answer(&super::dialect::read(None), &self.reply, "").parts
+    /// The user's message as a new task in the context (the waiting task is gone); its parts
+    /// move, never copied.
+    pub(crate) fn into_new_message(self) -> OutgoingMessage {
+        let parts = match self.reply {
+            Reply::Message(parts) => parts,
+            Reply::Payload(p) => vec![Part::data(p)],
+            reply @ Reply::ToolResults(_) => {
+                super::dialect::answer(&super::dialect::read(None), &reply, "").parts
             }
         };
         OutgoingMessage {
-            message_id: self.message_id.clone(),
+            message_id: self.message_id,
             parts,
-            context_id: self.context_id.clone(),
+            context_id: self.context_id,
             task_id: None,
             ..OutgoingMessage::default()
         }
@@ -272,14 +274,20 @@ impl Answer {
 }
 
 impl Plan {
-    /// The context candidates this plan knows (docs/design.md#4-threads-and-contexts); the run adds
-    /// the binding store's.
+    /// The context candidates this plan knows (docs/design.md#4-threads-and-contexts); the
+    /// run adds the binding store's.
     pub(crate) fn context_candidates(&self) -> super::context::ContextCandidates {
         super::context::ContextCandidates {
             forwarded_props: self.options.context_id.clone(),
             client_state: self.state_context_id.clone(),
             ..Default::default()
         }
+    }
+
+    /// The action, moved out to be carried out (what it sends is never copied); the plan keeps
+    /// a `Refuse` with no reason in its place, which nothing reads.
+    pub(crate) fn take_action(&mut self) -> Action {
+        std::mem::replace(&mut self.action, Action::Refuse(BadResume(String::new())))
     }
 
     /// Sends the message (if any) in the resolved context: the one place the outgoing
@@ -336,9 +344,9 @@ fn pending_ids(input: &RunAgentInput) -> Option<Vec<InterruptId>> {
     Some(ids.into_iter().filter_map(InterruptId::parse).collect())
 }
 
-/// Every id of the request within `limits.max_id_bytes` (docs/design.md#9-reliability-and-limits):
-/// threadId, runId,
-/// message ids, resumed interrupt ids, explicit A2A ids.
+/// Every id of the request within `limits.max_id_bytes`
+/// (docs/design.md#9-reliability-and-limits): threadId, runId, message ids, resumed interrupt
+/// ids, explicit A2A ids.
 pub(crate) fn check_ids(input: &RunAgentInput, max: usize) -> Result<(), RequestError> {
     let props = input.a2a_props();
     let prop = |key: &'static str| props.and_then(|p| p.get(key)?.as_str()).map(|v| (key, v));

@@ -4,8 +4,8 @@
 //! docs/design.md#9-reliability-and-limits; `docs/mapping.md`).
 //!
 //! Layout:
-//! - `/a2a` is the gateway's: `/a2a/contextId`, `/a2a/task` (`{id, state, message,
-//!   updatedAt}`), `/a2a/pendingInterrupts/<interruptId>`. Agents' patches never write
+//! - `/a2a` is the gateway's: `/a2a/contextId`, `/a2a/task` ([`TaskEntry`]: `{id, state,
+//!   message, updatedAt}`), `/a2a/pendingInterrupts/<interruptId>`. Agents' patches never write
 //!   there; the client sends it back and the gateway reads it ([`ClientView`]).
 //! - `/view/artifacts/<artifactId>`: artifacts (or the pointer in an artifact's
 //!   `metadata.path`, never under `/a2a`).
@@ -28,8 +28,11 @@
 //! [`Refusal::Invalid`] patch into a `RAW` note. Sizes and depths are measured without
 //! recursion, and the document is dismantled without recursion when dropped.
 
+use std::borrow::Cow;
+
 use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, PatchOperation};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::a2a::model::TaskState;
@@ -223,6 +226,41 @@ impl StateLimits {
     }
 }
 
+/// The `/a2a/task` entry: the run's task as last shown. The projector writes it, the client
+/// sends it back ([`ClientView`]) and the run's span reads its state; this type is the one
+/// spelling of its members.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TaskEntry<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    /// The state in the lowercase 0.3 spelling ([`TaskState::as_str`]); empty if missing.
+    #[serde(borrow, default)]
+    pub state: Cow<'a, str>,
+    /// The status message's text, when it has some.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Cow<'a, str>>,
+    /// The status's timestamp, as the upstream wrote it.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<Cow<'a, str>>,
+}
+
+impl<'a> TaskEntry<'a> {
+    /// The entry of a state document (`None` when it has none, or a malformed one).
+    pub(crate) fn of(doc: &'a Value) -> Option<Self> {
+        Self::in_a2a(doc.get(layout::A2A)?.as_object()?)
+    }
+
+    fn in_a2a(a2a: &'a Map<String, Value>) -> Option<Self> {
+        Self::deserialize(a2a.get(layout::TASK)?).ok()
+    }
+
+    /// The entry as a JSON value, to be written at [`layout::task`].
+    pub(crate) fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("strings serialize")
+    }
+}
+
 /// What the gateway reads back from the client's state (`state.a2a`, as it projected it).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClientView<'a>(Option<&'a Map<String, Value>>);
@@ -242,15 +280,24 @@ impl<'a> ClientView<'a> {
         self.0?.get(layout::CONTEXT_ID)?.as_str()
     }
 
+    /// `/a2a/task`.
+    pub(crate) fn task(self) -> Option<TaskEntry<'a>> {
+        TaskEntry::in_a2a(self.0?)
+    }
+
     /// `/a2a/task/id`.
     pub(crate) fn task_id(self) -> Option<&'a str> {
-        self.0?.get(layout::TASK)?.get("id")?.as_str()
+        match self.task()?.id {
+            Cow::Borrowed(id) => Some(id),
+            // Read from a `Value`, a string is always borrowed.
+            Cow::Owned(_) => None,
+        }
     }
 
     /// `/a2a/task/id` when `/a2a/task/state` says the task waits for input.
     pub(crate) fn waiting_task_id(self) -> Option<&'a str> {
-        let task = self.0?.get(layout::TASK)?;
-        let state = TaskState::parse(task.get("state")?.as_str()?);
+        let task = self.task()?;
+        let state = TaskState::parse(&task.state);
         state.is_interrupted().then(|| self.task_id()).flatten()
     }
 

@@ -1,9 +1,9 @@
-//! Conversations as the threads API shows them (docs/design.md#3-http-surface): A2A tasks grouped
-//! by context,
-//! newest first, each with a status read from its last task; and the inbox across agents,
-//! where an agent that could not be read is named in `unavailable`, never left out as if it
-//! had nothing to show. Pure: the HTTP layer fetches the tasks (A2A 1.0 `ListTasks`) or the
-//! bindings, decides which agents could not be read, and pages over what this returns.
+//! Conversations as the threads API shows them (docs/design.md#3-http-surface): A2A tasks
+//! grouped by context, newest first, each with a status read from its last task; and the
+//! inbox across agents, where an agent that could not be read is named in `unavailable`,
+//! never left out as if it had nothing to show. Pure: the HTTP layer fetches the tasks (A2A
+//! 1.0 `ListTasks`) or the bindings, decides which agents could not be read, and pages over
+//! what this returns.
 
 use serde::Serialize;
 

@@ -1,13 +1,12 @@
-//! Tool calls carried in A2A data parts (docs/design.md#6-projection-a2a-to-ag-ui tool-call row,
-//! `docs/mapping.md`): the one
-//! place that knows each framework's shape of a call and of its result.
+//! Tool calls carried in A2A data parts (docs/design.md#6-projection-a2a-to-ag-ui tool-call
+//! row, `docs/mapping.md`): the one place that knows each framework's shape of a call and of
+//! its result.
 //!
 //! - ADK (`google/adk/a2a/converters/part_converter.py`): `{"id", "name", "args"}` with part
 //!   metadata `adk_type: function_call`, `{"id", "name", "response"}` with `function_response`
 //!   (kagent's ADK runtime writes the same with the `kagent_` prefix);
 //! - the gateway's own lane (docs/design.md#8-forwarding-lane): `{"type": "agui-tool-call",
-//! toolCallId, name, args}`
-//!   and `{"type": "agui-tool-result", toolCallId, content}`;
+//!   toolCallId, name, args}` and `{"type": "agui-tool-result", toolCallId, content}`;
 //! - `@ag-ui/a2a`'s `{"type": "tool-call", ...}` / `{"type": "tool-result", ...}`.
 //!
 //! A call without an id is not a call here (its id is what ties a result and a resume to it):
@@ -25,6 +24,7 @@
 use serde_json::Value;
 
 use crate::a2a::model::{Part, PartContent};
+use crate::json::str_at;
 
 /// Part `metadata` key naming the kind of an ADK part (`google/adk/a2a/converters/utils.py`).
 pub(crate) const ADK_TYPE: &str = "adk_type";
@@ -64,10 +64,6 @@ pub(crate) fn adk_part(metadata: Option<&Value>) -> Option<AdkPart<'_>> {
         long_running: m.get(long_running) == Some(&Value::Bool(true)),
         kagent,
     })
-}
-
-fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 /// A tool call or a tool result read from a data part.

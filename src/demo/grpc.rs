@@ -40,7 +40,7 @@ type Events = ReceiverStream<Result<pb::StreamResponse, Status>>;
 fn v1<T>(request: &Request<T>) -> Result<(), Status> {
     let header = request
         .metadata()
-        .get("a2a-version")
+        .get(super::A2A_VERSION)
         .and_then(|v| v.to_str().ok());
     if super::asks_v1(header) {
         Ok(())
@@ -602,7 +602,7 @@ mod tests {
         let mut versioned = Request::new(get);
         versioned
             .metadata_mut()
-            .insert("a2a-version", "1.0".parse().unwrap());
+            .insert(crate::demo::A2A_VERSION, "1.0".parse().unwrap());
         let missing = raw.get_task(versioned).await.unwrap_err();
         assert_eq!(missing.code(), tonic::Code::NotFound);
 
@@ -612,7 +612,7 @@ mod tests {
         };
         let mut huge = Request::new(huge);
         huge.metadata_mut()
-            .insert("a2a-version", "1.0".parse().unwrap());
+            .insert(crate::demo::A2A_VERSION, "1.0".parse().unwrap());
         let too_big = raw.send_message(huge).await.unwrap_err();
         assert_eq!(too_big.code(), tonic::Code::OutOfRange, "{too_big:?}");
     }

@@ -38,7 +38,11 @@ pub(super) async fn endpoint(
         let unknown = Failure::new(rpc_code::METHOD_NOT_FOUND, "Method not found");
         return error(&id, &unknown);
     };
-    let v1_header = super::asks_v1(headers.get("a2a-version").and_then(|h| h.to_str().ok()));
+    let v1_header = super::asks_v1(
+        headers
+            .get(super::A2A_VERSION)
+            .and_then(|h| h.to_str().ok()),
+    );
     if (version == ProtocolVersion::V1) != v1_header {
         let msg = format!("A2A version header does not match method {method}");
         return error(&id, &Failure::new(rpc_code::VERSION_NOT_SUPPORTED, &msg));

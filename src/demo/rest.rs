@@ -54,7 +54,9 @@ fn respond(answer: Result<Response, Failure>) -> Response {
 }
 
 fn v1(headers: &HeaderMap) -> Result<(), Failure> {
-    let header = headers.get("a2a-version").and_then(|h| h.to_str().ok());
+    let header = headers
+        .get(super::A2A_VERSION)
+        .and_then(|h| h.to_str().ok());
     if super::asks_v1(header) {
         Ok(())
     } else {
@@ -210,7 +212,7 @@ mod tests {
         let req = axum::http::Request::builder()
             .method(method)
             .uri(path)
-            .header("A2A-Version", "1.0")
+            .header(crate::demo::A2A_VERSION, "1.0")
             .header("content-type", "application/json");
         let body = body.map_or(axum::body::Body::empty(), |b| b.to_string().into());
         let resp = app.clone().oneshot(req.body(body).unwrap()).await.unwrap();
@@ -286,7 +288,7 @@ mod tests {
         // A subscription (GET, as the proto annotates it) sees the snapshot, then the end:
         // its answer's head means it is subscribed.
         let req = axum::http::Request::get(format!("/tasks/{id}:subscribe"))
-            .header("A2A-Version", "1.0")
+            .header(crate::demo::A2A_VERSION, "1.0")
             .body(axum::body::Body::empty())
             .unwrap();
         let subscribed = app.clone().oneshot(req).await.unwrap();
@@ -365,7 +367,7 @@ mod tests {
             (400, rpc_code::INVALID_PARAMS)
         );
         let not_json = axum::http::Request::post("/message:send")
-            .header("A2A-Version", "1.0")
+            .header(crate::demo::A2A_VERSION, "1.0")
             .body(axum::body::Body::from("{"))
             .unwrap();
         let resp = app.clone().oneshot(not_json).await.unwrap();

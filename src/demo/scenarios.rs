@@ -1,7 +1,7 @@
-//! The demo agent's scripted scenarios (docs/design.md#2-running-it-and-configuration, `--demo`):
-//! the one place a scenario is
-//! defined. [`Scenario`] parses the first words of the user's message, generates the help
-//! text and the card's description and examples, and plays its steps on a task.
+//! The demo agent's scripted scenarios (docs/design.md#2-running-it-and-configuration,
+//! `--demo`): the one place a scenario is defined. [`Scenario`] parses the first words of the
+//! user's message, generates the help text and the card's description and examples, and plays
+//! its steps on a task.
 //!
 //! Invariants: every scenario is in [`Scenario::catalogue`], and parsing looks commands up
 //! there, so what the agent understands, its help text and its card cannot drift apart.

@@ -1,7 +1,7 @@
-//! The demo agent's tasks, in memory and bounded (docs/design.md#2-running-it-and-configuration:
-//! "its memory is bounded"). It
-//! records what happens to a task and publishes it to subscribers; it knows nothing of
-//! scenarios or wire versions.
+//! The demo agent's tasks, in memory and bounded
+//! (docs/design.md#2-running-it-and-configuration: "its memory is bounded"). It records what
+//! happens to a task and publishes it to subscribers; it knows nothing of scenarios or wire
+//! versions.
 //!
 //! What a binding encodes is a [`TaskView`]: a copy of a task taken under its lock, so a
 //! writer never holds a task while it encodes.

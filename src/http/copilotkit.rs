@@ -1,8 +1,7 @@
-//! CopilotKit runtime routes (docs/design.md#3-http-surface) under `copilotkit.base_path`: a second
-//! thin adapter
-//! over the run path and the threads API, so a CopilotKit frontend (`runtimeUrl` = the base
-//! path) talks to A2A agents with no CopilotKit runtime in between. Same auth, ownership and
-//! limits as every other route (the router's layers wrap these too).
+//! CopilotKit runtime routes (docs/design.md#3-http-surface) under `copilotkit.base_path`: a
+//! second thin adapter over the run path and the threads API, so a CopilotKit frontend
+//! (`runtimeUrl` = the base path) talks to A2A agents with no CopilotKit runtime in between.
+//! Same auth, ownership and limits as every other route (the router's layers wrap these too).
 //!
 //! The shapes, from CopilotKit's own runtime (github.com/CopilotKit/CopilotKit at e9387e0,
 //! `packages/runtime/src/v2/runtime/`; the client is `packages/core/src/agent.ts`,
@@ -37,9 +36,9 @@
 //!   (`params.agentId`, `params.threadId`). CopilotKit also has `agent/suggest`,
 //!   `transcribe` and `inspector/metadata`; the gateway has none of them (a 422).
 //!
-//! A thread is the caller's (docs/design.md#11-security): one a caller has not started is new to
-//! them (an
-//! empty connect, nothing to stop); naming a context someone else created is a 404.
+//! A thread is the caller's (docs/design.md#11-security): one a caller has not started is new
+//! to them (an empty connect, nothing to stop); naming a context someone else created is a
+//! 404.
 
 use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
@@ -230,9 +229,8 @@ async fn single_route(
         return Err(RequestError::UnsupportedMediaType);
     }
     let (parts, body) = req.into_parts();
-    // A body in memory is part of a run's cost (docs/design.md#9-reliability-and-limits): read
-    // within a run slot, as on
-    // the run route; the method then takes its own.
+    // A body in memory is part of a run's cost (docs/design.md#9-reliability-and-limits):
+    // read within a run slot, as on the run route; the method then takes its own.
     let reading = s
         .runs
         .clone()

@@ -1,6 +1,6 @@
 //! The accept loop: HTTP/1.1 connections with the client-side limits of
-//! docs/design.md#9-reliability-and-limits, each
-//! served by [`super::server`] in a task of its own.
+//! docs/design.md#9-reliability-and-limits, each served by [`super::server`] in a task of its
+//! own.
 //!
 //! - at most `limits.max_connections` at once: a connection beyond it is closed as soon
 //!   as it is accepted (it never waits in memory);

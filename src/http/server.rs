@@ -7,9 +7,8 @@
 //! they wait to be parsed and a response's bytes only until they are written, so an open,
 //! quiet stream holds no buffer at all. Framing rules are [`crate::http1`]'s.
 //!
-//! Rules (RFC 9112; docs/design.md#9-reliability-and-limits for the limits; the framing rules and
-//! the one request
-//! boundary are [`crate::http1`]'s, docs/security.md "HTTP/1.1 framing"):
+//! Rules (RFC 9112; docs/design.md#9-reliability-and-limits for the limits; the framing rules
+//! and the one request boundary are [`crate::http1`]'s, docs/security.md "HTTP/1.1 framing"):
 //! - a head ends where `httparse` ends it and is parsed within [`http1::MAX_HEAD_BYTES`] and
 //!   [`http1::MAX_HEADERS`]; a head that does not parse or has a line not ended by CRLF gets
 //!   `400 malformed_request`, one too large `431 request_head_too_large`, one that stalls

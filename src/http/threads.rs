@@ -1,6 +1,6 @@
-//! The threads API (docs/design.md#3-http-surface): an agent's conversations, one conversation, and
-//! the inbox
-//! across agents — each scoped to its caller (docs/design.md#11-security).
+//! The threads API (docs/design.md#3-http-surface): an agent's conversations, one
+//! conversation, and the inbox across agents — each scoped to its caller
+//! (docs/design.md#11-security).
 //!
 //! Conversations come from the upstream's A2A 1.0 `ListTasks` (at most [`LIST_PAGES`]
 //! pages of [`LIST_PAGE_SIZE`] tasks, the newest, within one `timeouts.upstream_call`),
@@ -13,14 +13,14 @@
 //! upstream has no `ListTasks`: its list is the caller's own threads as the binding store
 //! knows them, each read with `GetTask` (`source: "bindings"`).
 //!
-//! An agent that cannot be read never looks like an empty list (docs/design.md#3-http-surface): its
-//! card not
-//! read, its `ListTasks` failed, or (0.3) a `GetTask` failed or the reads overran
-//! `timeouts.upstream_call`. Then its list and a thread's detail answer `502
-//! upstream_unavailable` / `504 upstream_timeout` ([`RequestError::from`] a client error),
-//! and the inbox answers the agents it could read plus `unavailable: [{agent, code}]` for the
-//! others. The only upstream answer taken as "nothing there" is a task the upstream says it
-//! does not know (expired): that thread is left out of a 0.3 list, and its detail is a 404.
+//! An agent that cannot be read never looks like an empty list
+//! (docs/design.md#3-http-surface): its card not read, its `ListTasks` failed, or (0.3) a
+//! `GetTask` failed or the reads overran `timeouts.upstream_call`. Then its list and a
+//! thread's detail answer `502 upstream_unavailable` / `504 upstream_timeout`
+//! ([`RequestError::from`] a client error), and the inbox answers the agents it could read
+//! plus `unavailable: [{agent, code}]` for the others. The only upstream answer taken as
+//! "nothing there" is a task the upstream says it does not know (expired): that thread is
+//! left out of a 0.3 list, and its detail is a 404.
 
 use std::sync::Arc;
 
@@ -190,10 +190,10 @@ fn detail_body(
 }
 
 /// The context of the caller's thread `thread_id` (docs/design.md#4-threads-and-contexts,
-/// docs/design.md#11-security): the one its binding
-/// names; else the threadId itself when that is a context the caller may see. `Ok(None)`: a
-/// thread the caller has not started and may not see as a context (a new one, for all the
-/// caller can tell); `Err`: a context someone else created.
+/// docs/design.md#11-security): the one its binding names; else the threadId itself when that
+/// is a context the caller may see. `Ok(None)`: a thread the caller has not started and may
+/// not see as a context (a new one, for all the caller can tell); `Err`: a context someone
+/// else created.
 pub(crate) async fn context_of(
     s: &AppState,
     agent: &Agent,

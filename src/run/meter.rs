@@ -10,14 +10,14 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::agui::{Event, Outcome};
+use crate::bridge::state::TaskEntry;
 use crate::bridge::Projector;
 use crate::metrics::{Metrics, RunOutcome};
 use crate::telemetry::{RunEnd, RunTrace};
 
-/// The run's measures (docs/design.md#10-observability): events sent, how it ended, how long it
-/// took; recorded
-/// once, when the terminal event goes out, or when the run is dropped without one (the
-/// client left).
+/// The run's measures (docs/design.md#10-observability): events sent, how it ended, how long
+/// it took; recorded once, when the terminal event goes out, or when the run is dropped
+/// without one (the client left).
 pub(super) struct RunMeter {
     pub(super) metrics: Arc<Metrics>,
     pub(super) agent: String,
@@ -65,11 +65,10 @@ impl RunMeter {
         if let Ok(mut facts) = self.task.lock() {
             facts.context_id = projector.context_id().map(str::to_owned);
             facts.task_id = projector.task_id().map(str::to_owned);
-            facts.state = projector.state().and_then(|s| {
-                s.pointer("/a2a/task/state")
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned)
-            });
+            facts.state = projector
+                .state()
+                .and_then(TaskEntry::of)
+                .map(|task| task.state.into_owned());
         }
     }
 }

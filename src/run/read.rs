@@ -55,6 +55,8 @@ impl Resubscribe for Resolved {
 
 /// Resubscribe attempts after the upstream stream drops.
 const RECOVERY_ATTEMPTS: u32 = 3;
+/// The wait before the first attempt, doubled before each next one (100, 200, 400 ms).
+const RECOVERY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Read path batching (`pump`): the upstream events already delivered are projected into
 /// one batch while it holds only text (at most this many upstream events and
@@ -97,9 +99,9 @@ impl Run {
         let mut carried: Option<Box<Option<Result<StreamEvent, ClientError>>>> = None;
         loop {
             let (key, wait) = if first {
-                ("first_event", self.app.timeouts.first_event())
+                ("first_event", self.env.timeouts.first_event())
             } else {
-                ("idle", self.app.timeouts.idle())
+                ("idle", self.env.timeouts.idle())
             };
             first = false;
             let item = match carried.take() {
@@ -202,10 +204,10 @@ impl Run {
     /// Counts one upstream event against `limits.max_events_per_run`.
     fn count_event(&mut self) -> Result<(), RunError> {
         self.upstream_events += 1;
-        if self.upstream_events > self.app.limits.max_events_per_run.get() {
+        if self.upstream_events > self.env.limits.max_events_per_run.get() {
             return Err(RunError::LimitExceeded(format!(
                 "the upstream sent more than limits.max_events_per_run ({}) events",
-                self.app.limits.max_events_per_run
+                self.env.limits.max_events_per_run
             )));
         }
         Ok(())
@@ -221,10 +223,10 @@ impl Run {
         }
     }
 
-    /// docs/design.md#9-reliability-and-limits: the stream ended (or broke, for `reason`) with the
-    /// task unfinished.
-    /// Resubscribe (bounded, with backoff), or read the task if it finished meanwhile. A run
-    /// that fails names why the stream ended (a framing error, a reset), not only that it did.
+    /// docs/design.md#9-reliability-and-limits: the stream ended (or broke, for `reason`)
+    /// with the task unfinished. Resubscribe (bounded, with backoff), or read the task if it
+    /// finished meanwhile. A run that fails names why the stream ended (a framing error, a
+    /// reset), not only that it did.
     async fn recover(
         &mut self,
         upstream: &dyn Resubscribe,
@@ -240,7 +242,7 @@ impl Run {
         };
         let mut last_error = format!("{ended} before the task finished");
         for attempt in 0..RECOVERY_ATTEMPTS {
-            tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+            tokio::time::sleep(RECOVERY_BACKOFF * (1 << attempt)).await;
             if !upstream.streams() {
                 break;
             }
@@ -249,7 +251,7 @@ impl Run {
                     tracing::info!(task_id = %Shown(&task_id), attempt, "resubscribed to the task");
                     // The first frame is the task snapshot (A2A 1.0 §3.1.6): it fills the gap.
                     if let Ok(Some(Ok(StreamEvent::Task(task)))) =
-                        tokio::time::timeout(self.app.timeouts.first_event(), stream.next()).await
+                        tokio::time::timeout(self.env.timeouts.first_event(), stream.next()).await
                     {
                         let sent = self.sent_message_id.as_deref();
                         let events = self.projector.apply_recovered(&task, sent);
@@ -262,7 +264,13 @@ impl Run {
                 }
                 // The task finished while we were away: its snapshot tells how.
                 Err(ClientError::Rpc(rpc)) if rpc.code == rpc_code::UNSUPPORTED_OPERATION => break,
-                Err(e @ ClientError::Rpc(_)) => return self.fail_with(&e).await,
+                // Refused (an agent without resubscribe answers -32601): asking again will
+                // not help; the task read decides, and a failure names the cut first.
+                Err(e @ ClientError::Rpc(_)) => {
+                    last_error =
+                        format!("{ended} before the task finished; resubscribing was refused: {e}");
+                    break;
+                }
                 Err(e) => {
                     last_error =
                         format!("{ended} before the task finished; resubscribing failed: {e}")

@@ -21,8 +21,8 @@ use crate::a2a::client::{ClientError, EventStream};
 use crate::a2a::jsonrpc::frame as decode_frame;
 use crate::a2a::model::{ProtocolVersion, StreamEvent, Task};
 use crate::agui::{Event, RunAgentInput};
-use crate::app::state::{AppState, Shared};
-use crate::config::nonzero_u64;
+use crate::app::state::Shared;
+use crate::config::{nonzero_u64, Millis};
 use crate::error::RunError;
 use crate::registry::Registry;
 
@@ -102,6 +102,24 @@ struct Upstream {
     subscribed: Mutex<u32>,
 }
 
+impl Upstream {
+    /// An upstream that refuses the first resubscription with the A2A error `code`.
+    fn refusing(code: i64, message: &str) -> Self {
+        let refused = ClientError::Rpc(crate::a2a::model::RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        });
+        let upstream = Self::default();
+        upstream
+            .resubscriptions
+            .lock()
+            .unwrap()
+            .push_back(Err(refused));
+        upstream
+    }
+}
+
 impl Resubscribe for Upstream {
     fn streams(&self) -> bool {
         true
@@ -128,14 +146,14 @@ impl Resubscribe for Upstream {
 
 /// The bounds a test runs with, as the config file writes them (timeouts in milliseconds).
 struct Bounds {
-    first_event_ms: NonZeroU64,
-    idle_ms: NonZeroU64,
+    first_event_ms: Millis,
+    idle_ms: Millis,
     max_events: NonZeroU64,
 }
 
 const BOUNDS: Bounds = Bounds {
-    first_event_ms: nonzero_u64(60_000),
-    idle_ms: nonzero_u64(300_000),
+    first_event_ms: Millis::new(60_000),
+    idle_ms: Millis::new(300_000),
     max_events: nonzero_u64(100_000),
 };
 
@@ -165,13 +183,13 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
     let options = crate::bridge::request::RunOptions::parse(&input).unwrap();
     let plan = crate::bridge::request::plan(&input, options).unwrap();
     let agent = registry.get("a").unwrap();
-    let app: AppState = Shared::for_tests(&settings, registry).into();
+    let env = Shared::for_tests(&settings, registry).run;
     let (tx, rx) = mpsc::channel(1024);
     let sink = Sink {
         tx,
         client_write: settings.timeouts.client_write(),
         meter: Arc::new(RunMeter {
-            metrics: app.metrics.clone(),
+            metrics: env.metrics.clone(),
             agent: "a".into(),
             started: std::time::Instant::now(),
             trace: None,
@@ -181,7 +199,7 @@ async fn run(bounds: Bounds) -> (Run, mpsc::Receiver<Vec<Event>>) {
     };
     let request = RunRequest {
         agent,
-        app,
+        env,
         input,
         plan,
         permit: Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap(),
@@ -224,7 +242,7 @@ fn run_error(batches: &[Vec<Event>]) -> (String, String) {
 #[tokio::test(start_paused = true)]
 async fn the_first_event_timeout_fires_at_its_setting() {
     let (mut run, rx) = run(Bounds {
-        first_event_ms: nonzero_u64(7_000),
+        first_event_ms: Millis::new(7_000),
         ..BOUNDS
     })
     .await;
@@ -241,7 +259,7 @@ async fn the_first_event_timeout_fires_at_its_setting() {
 #[tokio::test(start_paused = true)]
 async fn the_idle_timeout_runs_between_events_and_each_event_restarts_it() {
     let (mut run, rx) = run(Bounds {
-        idle_ms: nonzero_u64(5_000),
+        idle_ms: Millis::new(5_000),
         ..BOUNDS
     })
     .await;
@@ -362,10 +380,39 @@ async fn a_cut_that_cannot_be_recovered_names_why_the_stream_ended() {
         *upstream.subscribed.lock().unwrap(),
         super::RECOVERY_ATTEMPTS
     );
-    assert_eq!(started.elapsed(), Duration::from_millis(700));
+    assert_eq!(started.elapsed(), super::RECOVERY_BACKOFF * 7);
     let (code, message) = run_error(&batches(run, rx));
     assert_eq!(code, "upstream_stream_ended");
     assert!(message.contains("bare LF"), "{message}");
+}
+
+/// A cut on a framing error whose resubscribe the agent refuses (no `tasks/resubscribe`:
+/// -32601): the run names the cut first and the refused recovery after it, like a
+/// resubscribe that could not connect.
+#[tokio::test(start_paused = true)]
+async fn a_refused_recovery_keeps_the_cut_as_its_cause() {
+    for cut in [
+        "a malformed chunked body: a chunk size that is not hex digits",
+        "a malformed chunked body: a chunked body line ended by a bare LF",
+    ] {
+        let (mut run, rx) = run(BOUNDS).await;
+        let upstream = Upstream::refusing(crate::a2a::rpc_code::METHOD_NOT_FOUND, "no");
+        let steps = vec![
+            Step::event(StreamEvent::Task(task("TASK_STATE_WORKING"))),
+            Step::Fail(ClientError::Unavailable(cut.into())),
+        ];
+        let _ = run.pump(&upstream, scripted(steps)).await;
+        // Refused is final: one attempt, then the task read (which fails here too).
+        assert_eq!(*upstream.subscribed.lock().unwrap(), 1);
+        let (code, message) = run_error(&batches(run, rx));
+        assert_eq!(code, "upstream_stream_ended");
+        let (framing, refused) = (message.find(cut), message.find("-32601"));
+        assert!(
+            matches!((framing, refused), (Some(f), Some(r)) if f < r),
+            "{message}"
+        );
+        assert!(message.contains("resubscribing was refused"), "{message}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -386,17 +433,9 @@ async fn a_stream_cut_before_any_task_names_the_cause() {
 #[tokio::test(start_paused = true)]
 async fn a_stream_ended_with_the_task_unfinished_reads_the_finished_task() {
     let (mut run, rx) = run(BOUNDS).await;
-    let upstream = Upstream::default();
+    let code = crate::a2a::rpc_code::UNSUPPORTED_OPERATION;
+    let upstream = Upstream::refusing(code, "the task is finished");
     *upstream.task.lock().unwrap() = Some(task("TASK_STATE_COMPLETED"));
-    upstream
-        .resubscriptions
-        .lock()
-        .unwrap()
-        .push_back(Err(ClientError::Rpc(crate::a2a::model::RpcError {
-            code: crate::a2a::rpc_code::UNSUPPORTED_OPERATION,
-            message: "the task is finished".into(),
-            data: None,
-        })));
     let steps = vec![Step::event(StreamEvent::Task(task("TASK_STATE_WORKING")))];
     let _ = run.pump(&upstream, scripted(steps)).await;
     assert!(matches!(

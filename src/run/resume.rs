@@ -26,14 +26,14 @@ fn is_stale_task(e: &ClientError) -> bool {
 
 impl Run {
     /// docs/design.md#7-human-in-the-loop resume: the task's current question is read first
-    /// (GetTask), so the answer
-    /// goes out in the dialect of that question, and only while the task still waits on the
-    /// interrupt answered: a replayed resume sends nothing and follows the task instead. A
-    /// plain message for a task that no longer waits (or is gone) starts a new task.
+    /// (GetTask), so the answer goes out in the dialect of that question, and only while the
+    /// task still waits on the interrupt answered: a replayed resume sends nothing and
+    /// follows the task instead. A plain message for a task that no longer waits (or is gone)
+    /// starts a new task.
     pub(super) async fn answer(
         &mut self,
         upstream: &Resolved,
-        answer: &Answer,
+        answer: Answer,
     ) -> Result<(), Disconnected> {
         let task = match upstream.client.get_task(&answer.task_id, None).await {
             Ok(task) => Some(task),
@@ -42,7 +42,7 @@ impl Run {
         };
         let Some(task) = task else {
             tracing::info!("the waiting task in the client's state is gone; starting a new task");
-            return self.send_or_fail(upstream, &answer.as_new_message()).await;
+            return self.send_or_fail(upstream, answer.into_new_message()).await;
         };
         let asked = task
             .status
@@ -67,13 +67,13 @@ impl Run {
         match (asked, question) {
             (Some(id), question) if question.is_some() || answer.from_state => {
                 let message = answer.message(&dialect::read(question));
-                self.send_answer(upstream, &task, &id, &message).await
+                self.send_answer(upstream, &task, &id, message).await
             }
             _ if answer.from_state => {
                 tracing::info!(
                     "the task in the client's state no longer waits; starting a new task"
                 );
-                self.send_or_fail(upstream, &answer.as_new_message()).await
+                self.send_or_fail(upstream, answer.into_new_message()).await
             }
             // Answered already (a replayed resume) or moved on: nothing is sent twice; the
             // run shows where the task is now and follows it if it is still live.
@@ -92,14 +92,14 @@ impl Run {
         upstream: &Resolved,
         task: &Task,
         interrupt_id: &InterruptId,
-        message: &OutgoingMessage,
+        message: OutgoingMessage,
     ) -> Result<(), Disconnected> {
         let agent = self.agent.settings.name.clone();
         self.projector.answering(interrupt_id.clone());
         let claimed = self
-            .app
+            .env
             .store
-            .claim_answer(&agent, interrupt_id, self.app.timeouts.run())
+            .claim_answer(&agent, interrupt_id, self.env.timeouts.run())
             .await;
         if !claimed {
             tracing::info!(task_id = %Shown(&task.id), "another run is answering this question; following the task");
@@ -107,7 +107,7 @@ impl Run {
         }
         let sent = self.send_or_fail(upstream, message).await;
         if !self.projector.was_accepted() {
-            self.app.store.release_answer(&agent, interrupt_id).await;
+            self.env.store.release_answer(&agent, interrupt_id).await;
         }
         sent
     }

@@ -1,8 +1,7 @@
-//! Abusive clients (issue 5, docs/design.md#2-running-it-and-configuration `limits`/`timeouts`,
-//! §9): slow heads, stalled bodies,
-//! clients that never read, oversize state and ids, too many connections, and a memory test
-//! of the release of what a burst of abuse costs. Raw sockets where HTTP clients would be
-//! too polite.
+//! Abusive clients (issue 5, docs/design.md#2-running-it-and-configuration
+//! `limits`/`timeouts`, §9): slow heads, stalled bodies, clients that never read, oversize
+//! state and ids, too many connections, and a memory test of the release of what a burst of
+//! abuse costs. Raw sockets where HTTP clients would be too polite.
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
-//! Inbound auth end to end (docs/design.md#11-security): the gateway with `auth:` configured and
-//! the demo
-//! agent; API keys over plain HTTP and through the real AG-UI client, JWTs signed by the
-//! TEST-ONLY keys of `fixtures/auth/`, and `--validate-only`'s loopback rule on the binary.
+//! Inbound auth end to end (docs/design.md#11-security): the gateway with `auth:` configured
+//! and the demo agent; API keys over plain HTTP and through the real AG-UI client, JWTs
+//! signed by the TEST-ONLY keys of `fixtures/auth/`, and `--validate-only`'s loopback rule on
+//! the binary.
 
 use std::process::Command;
 
@@ -308,7 +308,8 @@ fn validate_only_refuses_a_non_loopback_listen_without_auth() {
 }
 
 /// Picking up a context that was not created through the gateway needs scope `threads:all`
-/// when inbound auth is on (docs/design.md#11-security); without auth the anonymous caller has it.
+/// when inbound auth is on (docs/design.md#11-security); without auth the anonymous caller
+/// has it.
 #[tokio::test(flavor = "multi_thread")]
 async fn only_threads_all_picks_up_a_context_started_elsewhere() {
     let up = upstream("both");
@@ -349,9 +350,8 @@ async fn only_threads_all_picks_up_a_context_started_elsewhere() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_callers_on_one_thread_id_get_their_own_contexts() {
-    // docs/design.md#11-security: bindings are keyed by owner + threadId. Each run sends no state,
-    // so only
-    // the binding store could join them.
+    // docs/design.md#11-security: bindings are keyed by owner + threadId. Each run sends no
+    // state, so only the binding store could join them.
     let (alice, bob) = ("e2e-alice-key-0123456789", "e2e-bob-key-0123456789ab");
     let config = json!({"auth": {"api_keys": [
         {"name": "alice", "key": alice}, {"name": "bob", "key": bob}]}});

@@ -1,5 +1,5 @@
-//! The HITL review console (docs/design.md#3-http-surface, docs/design.md#7-human-in-the-loop) in a
-//! real browser: Debian's Chromium driven by
+//! The HITL review console (docs/design.md#3-http-surface,
+//! docs/design.md#7-human-in-the-loop) in a real browser: Debian's Chromium driven by
 //! playwright-core (`tests/browser/console.test.mjs`). A run leaves a task waiting for
 //! approval; the reviewer opens `/console` (with inbound auth: the console asks for the key,
 //! which the reviewer enters; without: it connects by itself), opens the waiting thread from

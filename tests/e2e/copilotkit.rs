@@ -1,8 +1,7 @@
 //! The CopilotKit runtime routes (docs/design.md#3-http-surface) under the default base path
-//! `/copilotkit`:
-//! `info`, `agent/{id}/run`, `agent/{id}/connect` (history, then the live task),
-//! `agent/{id}/stop/{threadId}` (CancelTask), and the single-route envelope `POST {base}`,
-//! each scoped to its caller (docs/design.md#11-security).
+//! `/copilotkit`: `info`, `agent/{id}/run`, `agent/{id}/connect` (history, then the live
+//! task), `agent/{id}/stop/{threadId}` (CancelTask), and the single-route envelope `POST
+//! {base}`, each scoped to its caller (docs/design.md#11-security).
 
 use std::time::Duration;
 

@@ -112,11 +112,7 @@ impl Fake {
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
-        let card = json!({
-            "name": "fake", "description": "scripted failures", "version": "1",
-            "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-            "capabilities": {"streaming": streaming}, "skills": []
-        });
+        let card = card("fake", "scripted failures", &url, streaming);
         let app = Router::new()
             .route(
                 "/.well-known/agent-card.json",
@@ -261,11 +257,7 @@ impl Recorder {
                         body: String::from_utf8_lossy(&body).into_owned(),
                     });
                     if uri.path().starts_with("/.well-known/") {
-                        let card = json!({
-                            "name": FOREIGN_MARKER, "description": FOREIGN_MARKER, "version": "1",
-                            "supportedInterfaces": [{"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-                            "capabilities": {"streaming": true}, "skills": []
-                        });
+                        let card = card(FOREIGN_MARKER, FOREIGN_MARKER, &base, true);
                         return Json(card).into_response();
                     }
                     let reply = json!({"message": {"messageId": FOREIGN_MARKER, "role": "ROLE_AGENT",
@@ -309,6 +301,15 @@ pub async fn redirector(location: String) -> Redirector {
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
     Redirector { url, hits }
+}
+
+/// The 1.0 card of a JSON-RPC agent at `url`.
+pub fn card(name: &str, description: &str, url: &str, streaming: bool) -> Value {
+    json!({
+        "name": name, "description": description, "version": "1",
+        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": streaming}, "skills": []
+    })
 }
 
 /// A 1.0 `task` result.

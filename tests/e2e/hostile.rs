@@ -1,7 +1,6 @@
 //! A hostile A2A 1.0 upstream (issue 5, docs/design.md#9-reliability-and-limits): what a
-//! compromised or prompt-injected
-//! agent can send. Each abuse ends in one clear `RUN_ERROR` within its timeout, and the
-//! same gateway serves a normal run afterwards.
+//! compromised or prompt-injected agent can send. Each abuse ends in one clear `RUN_ERROR`
+//! within its timeout, and the same gateway serves a normal run afterwards.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,7 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::fake::{
-    artifact, redirector, task, update, update_with_data, Answer, Fake, Recorder, FOREIGN_MARKER,
+    artifact, card, redirector, task, update, update_with_data, Answer, Fake, Recorder,
+    FOREIGN_MARKER,
 };
 use crate::support::*;
 
@@ -366,4 +366,102 @@ async fn endless_text_under_one_message_id_hits_the_text_limit() {
         made < 100,
         "the gateway stopped reading the upstream ({made} of 201 events made)"
     );
+}
+
+/// A raw A2A 1.0 JSON-RPC upstream (one request per connection) whose message stream sends
+/// one working task, then `tail`: bytes that are not HTTP/1.1 chunked framing. It has no
+/// resubscribe (`-32601`) and no longer knows the task (`-32001`).
+async fn framing_breaker(tail: &'static str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let card = card("breaker", "a stream with broken framing", &url, true);
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let card = card.clone();
+            tokio::spawn(async move {
+                let mut read = Vec::new();
+                let mut buf = [0u8; 4096];
+                let head_end = loop {
+                    if let Some(i) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => read.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&read[..head_end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                while read.len() < head_end + length {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => read.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let json = |body: Value| {
+                    let body = body.to_string();
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                };
+                let answer = if head.starts_with("get ") {
+                    json(card)
+                } else {
+                    let call: Value = serde_json::from_slice(&read[head_end..]).unwrap();
+                    let error = |code: i64| {
+                        json(json!({"jsonrpc": "2.0", "id": call["id"],
+                            "error": {"code": code, "message": "no"}}))
+                    };
+                    match call["method"].as_str().unwrap_or_default() {
+                        "SendStreamingMessage" => {
+                            let frame = json!({"jsonrpc": "2.0", "id": call["id"],
+                                "result": task("TASK_STATE_WORKING", None)});
+                            let event = format!("data: {frame}\r\n\r\n");
+                            format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                                 transfer-encoding: chunked\r\nconnection: close\r\n\r\n\
+                                 {:x}\r\n{event}\r\n{tail}",
+                                event.len()
+                            )
+                        }
+                        "SubscribeToTask" => error(-32601),
+                        _ => error(-32001),
+                    }
+                };
+                let _ = conn.write_all(answer.as_bytes()).await;
+                // Held open: the stream ends on its framing, not on the connection's end.
+                tokio::time::sleep(secs(5)).await;
+            });
+        }
+    });
+    url
+}
+
+/// docs/design.md#9-reliability-and-limits: a stream that breaks on its framing (a chunk
+/// size that is not hex, a chunk line ended by a bare LF) at an agent without resubscribe
+/// ends in a `RUN_ERROR` naming the framing error first and the refused recovery after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_framing_error_stays_the_cause_when_recovery_is_refused() {
+    for (tail, framing) in [
+        ("zz\r\n", "a chunk size that is not hex digits"),
+        ("1a\n", "a chunked body line ended by a bare LF"),
+    ] {
+        let url = framing_breaker(tail).await;
+        let config = json!({"agents": [{"name": "hostile", "url": url}]});
+        let gw = Gateway::start(&config.to_string(), true).await;
+        let body = run_input("framing-refused", "go");
+        let (_, error) = expect_run_error(&gw, body, "upstream_stream_ended", secs(10)).await;
+        let message = error["message"].as_str().unwrap();
+        let (cause, refused) = (message.find(framing), message.find("-32601"));
+        assert!(
+            matches!((cause, refused), (Some(c), Some(r)) if c < r),
+            "{message}"
+        );
+    }
 }

@@ -1,9 +1,9 @@
 //! The forwarding lane (docs/design.md#5-run-options, docs/design.md#8-forwarding-lane;
-//! docs/forwarding.md) end to end: what the frontend
-//! knows reaches a real a2a-sdk 1.3.0 agent (`ref_agent.py`, whose `inspect` scenario reports
-//! the message metadata, extensions, activation header and parts it received), driven by
-//! `@ag-ui/client`; and an agent that knows nothing of the lane gets exactly what it got
-//! before (the scriptable fake records every request).
+//! docs/forwarding.md) end to end: what the frontend knows reaches a real a2a-sdk 1.3.0 agent
+//! (`ref_agent.py`, whose `inspect` scenario reports the message metadata, extensions,
+//! activation header and parts it received), driven by `@ag-ui/client`; and an agent that
+//! knows nothing of the lane gets exactly what it got before (the scriptable fake records
+//! every request).
 
 use serde_json::{json, Value};
 

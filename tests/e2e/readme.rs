@@ -190,3 +190,55 @@ fn the_example_config_validates_with_its_documented_environment() {
         );
     }
 }
+
+/// The README's Layout names every top-level folder (`docs/`) and every module of `src/`
+/// (`src/run.rs`, `src/run/`), like the crate's header names every module: a folder or a
+/// module added is a folder or a module described.
+#[test]
+fn the_readme_layout_names_every_folder_and_module() {
+    let text = readme();
+    let layout = text
+        .split("## Layout\n\n```\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("a Layout section");
+    let names = |dir: &std::path::Path, prefix: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().unwrap();
+                let is_dir = e.file_type().unwrap().is_dir();
+                match () {
+                    _ if name.starts_with('.') || name == "target" => None,
+                    _ if is_dir => Some(format!("{prefix}{name}/")),
+                    _ if !prefix.is_empty() && name.ends_with(".rs") => {
+                        Some(format!("{prefix}{name}"))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let root = root();
+    let mut expected = names(&root, "");
+    expected.extend(names(&root.join("src"), "src/"));
+    // `src/` is named by its modules; every other name as itself.
+    let words: Vec<&str> = layout
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .collect();
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|name| {
+            !words
+                .iter()
+                .any(|word| word == name || (name.as_str() == "src/" && word.starts_with("src/")))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README's Layout does not name {missing:?}"
+    );
+}

@@ -1,8 +1,7 @@
-//! The Redis binding store end to end (docs/design.md#4-threads-and-contexts, issue 7 items 4 and
-//! 5): a real
-//! `redis-server` per test on a free loopback port (no persistence, killed on drop), real
-//! gateways on it, the Python a2a-sdk upstream. Runs are raw `RunAgentInput` bodies sent
-//! without state, so only the binding store can carry a thread to its context.
+//! The Redis binding store end to end (docs/design.md#4-threads-and-contexts, issue 7 items 4
+//! and 5): a real `redis-server` per test on a free loopback port (no persistence, killed on
+//! drop), real gateways on it, the Python a2a-sdk upstream. Runs are raw `RunAgentInput`
+//! bodies sent without state, so only the binding store can carry a thread to its context.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
-//! Sessions (docs/design.md#4-threads-and-contexts): a conversation started by any A2A client is
-//! picked up over AG-UI
-//! with its turns, and one started over AG-UI is continued by any A2A client.
+//! Sessions (docs/design.md#4-threads-and-contexts): a conversation started by any A2A client
+//! is picked up over AG-UI with its turns, and one started over AG-UI is continued by any A2A
+//! client.
 
 use serde_json::{json, Value};
 

@@ -1,9 +1,8 @@
-//! The threads API (docs/design.md#3-http-surface) on the demo agent: the list with real statuses,
-//! paged and
-//! filtered, one thread's messages, state and pending interrupts, the inbox across agents,
-//! the scope of each caller (docs/design.md#11-security), and agents that cannot be read: never an
-//! empty
-//! list, always a 502/504 or a name in the inbox's `unavailable`.
+//! The threads API (docs/design.md#3-http-surface) on the demo agent: the list with real
+//! statuses, paged and filtered, one thread's messages, state and pending interrupts, the
+//! inbox across agents, the scope of each caller (docs/design.md#11-security), and agents
+//! that cannot be read: never an empty list, always a 502/504 or a name in the inbox's
+//! `unavailable`.
 
 use serde_json::{json, Value};
 

@@ -1,9 +1,9 @@
 //! Everything the upstream received (docs/design.md#4-threads-and-contexts,
-//! docs/design.md#11-security): a gateway with inbound API keys in front
-//! of the scriptable fake, a few runs with distinctive thread and run ids, then every request
-//! the upstream recorded (method, headers, body) is checked. The runId never goes upstream;
-//! the threadId only as the `contextId` filter of a pick-up `ListTasks`; the inbound key never;
-//! the agent's static headers and the `forward_identity` header go on every call; without
+//! docs/design.md#11-security): a gateway with inbound API keys in front of the scriptable
+//! fake, a few runs with distinctive thread and run ids, then every request the upstream
+//! recorded (method, headers, body) is checked. The runId never goes upstream; the threadId
+//! only as the `contextId` filter of a pick-up `ListTasks`; the inbound key never; the
+//! agent's static headers and the `forward_identity` header go on every call; without
 //! `forward_identity` no caller identity leaves the gateway.
 
 use std::time::Duration;

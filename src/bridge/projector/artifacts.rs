@@ -77,10 +77,9 @@ impl Projector {
     }
 
     /// docs/design.md#6-projection-a2a-to-ag-ui artifact row: the artifact lives at
-    /// `/view/artifacts/<id>` (or its
-    /// metadata `path`); `append` adds parts at `/parts/-`; `lastChunk` sets `complete` and
-    /// the final `text`. Text parts also stream as an assistant text message, and tool call
-    /// and result parts become tool call events.
+    /// `/view/artifacts/<id>` (or its metadata `path`); `append` adds parts at `/parts/-`;
+    /// `lastChunk` sets `complete` and the final `text`. Text parts also stream as an
+    /// assistant text message, and tool call and result parts become tool call events.
     pub(super) fn on_artifact(
         &mut self,
         task_id: &str,
@@ -114,8 +113,8 @@ impl Projector {
             let Some(shadow) = self.phase.shadow() else {
                 return;
             };
-            // docs/design.md#6-projection-a2a-to-ag-ui: never deeper than max_state_depth; checked
-            // before any parent is made.
+            // docs/design.md#6-projection-a2a-to-ag-ui: never deeper than max_state_depth;
+            // checked before any parent is made.
             if let Err(Refusal::Limit(reason) | Refusal::Invalid(reason)) =
                 shadow.check_depth(&pointer)
             {
