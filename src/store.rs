@@ -335,8 +335,9 @@ impl Store {
         match &self.kind {
             Kind::Memory(_) => Ok(()),
             // `store`: which store; `kind`: why it failed (no URL: anyone may read this).
+            // Not counted in `errors`: a probe observes the store, it is no operation of a
+            // run (a failure is counted when a run's call meets it).
             Kind::Redis(r) => r.ping().await.map_err(|e| {
-                self.errors.add(e.kind());
                 json!({"store": self.kind(), "kind": e.kind().as_str(), "error": e.to_string()})
             }),
         }

@@ -22,9 +22,9 @@
 //! asking the sentinels and discovering a cluster's slots are inside it. A failed call pauses
 //! the store for [`PAUSE_AFTER_FAILURE`]: meanwhile reads answer "no binding" and writes are
 //! dropped at once (each logged and counted), so runs during an outage do not each wait out
-//! the timeout; the readiness `PING` always goes to Redis and lifts the pause when it is
-//! answered. A failure is named by its [`FailureKind`] (auth, tls, timeout, ...), never with
-//! the password.
+//! the timeout; the readiness `PING` always goes to Redis, lifts the pause when it is
+//! answered and never sets it. A failure is named by its [`FailureKind`] (auth, tls,
+//! timeout, ...), never with the password.
 //!
 //! Replies: a value is at most [`MAX_VALUE_BYTES`] (the store writes ids and small JSON
 //! records; anything larger is refused as a broken reply). The `redis` crate reads a reply
@@ -419,7 +419,11 @@ impl RedisStore {
             Ok(Err(e)) => Err(Unavailable::of(&e)),
             Err(_) => Err(timed_out(PING_TIMEOUT)),
         };
-        self.record(answer.is_ok());
+        // A probe lifts the pause when answered, and never sets it: the next run's call meets
+        // the failure itself, and is counted by its kind.
+        if answer.is_ok() {
+            self.record(true);
+        }
         answer
     }
 
