@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::support::{require, root, sse_events, tail};
+use crate::support::{free_port, require, root, sse_events, tail};
 
 /// The image's PATH (Dockerfile: debian:bookworm-slim's default).
 const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -45,14 +45,6 @@ fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objs.iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
         .unwrap_or_else(|| panic!("no {kind} {name} rendered (an existingSecret is not)"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn is_root() -> bool {

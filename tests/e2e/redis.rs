@@ -10,7 +10,7 @@ use agui_a2a_gateway::app;
 use agui_a2a_gateway::config::{self, FileConfig, Overrides};
 use serde_json::{json, Value};
 
-use crate::support::{drive_message, upstream, Gateway};
+use crate::support::{drive_message, free_port, upstream, Gateway};
 
 /// A `redis-server` of this test alone.
 pub struct RedisServer {
@@ -127,14 +127,6 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The gateway's key for the anonymous caller's thread on agent `ref`.

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::pki::CertKey;
+use crate::support::free_port;
 
 /// The commands the gateway's ACL user needs on a standalone Redis (a Sentinel's data nodes
 /// also need `ROLE`: redis-rs checks the master it was given with it): every binding store call (`GETEX`, `GET` +
@@ -97,14 +98,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// How `redis-cli` reaches a TLS server.

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use crate::pki::{Pki, OTHER_NAME};
 use crate::redis::{finished_in, key, readyz, run};
 use crate::redis_servers::*;
-use crate::support::{drive, drive_message, tail, upstream, wait_until, Gateway};
+use crate::support::{drive, drive_message, free_port, tail, upstream, wait_until, Gateway};
 
 /// `binding_ttl_s` of these tests.
 const TTL_S: i64 = 120;

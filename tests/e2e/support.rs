@@ -53,6 +53,15 @@ impl Drop for Upstream {
 }
 
 /// A URL where nothing listens (a port held by a socket that never listens).
+/// A port free on 127.0.0.1 now (the OS's pick).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn closed_url() -> String {
     // A socket bound and never listening: connections are refused, and the port stays this
     // test process's (a port merely freed may be taken by the next peer started).
