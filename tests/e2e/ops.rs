@@ -423,7 +423,11 @@ async fn metrics_count_every_run_by_outcome_without_ids_in_labels() {
         ("agui_gateway_run_duration_seconds", "histogram", &["agent"]),
         ("agui_gateway_events_total", "counter", &["agent"]),
         ("agui_gateway_rate_limited_total", "counter", &[]),
-        ("agui_gateway_binding_store_errors_total", "counter", &[]),
+        (
+            "agui_gateway_binding_store_errors_total",
+            "counter",
+            &["kind"],
+        ),
     ];
     for (name, kind, labels) in families {
         let family = m.family(name, kind);
@@ -553,15 +557,32 @@ async fn metrics_count_every_run_by_outcome_without_ids_in_labels() {
         m.value("agui_gateway_open_streams", &[("agent", "ref")]),
         0.0
     );
-    // The unlabeled counters are exposed, at 0 here.
-    for name in [
-        "agui_gateway_rate_limited_total",
-        "agui_gateway_binding_store_errors_total",
-    ] {
-        let samples = m.samples(name);
-        assert_eq!(samples.len(), 1, "{name} is exposed (at 0)");
-        assert_eq!(samples[0].value, 0.0, "{name}");
-    }
+    // The unlabeled counter is exposed, at 0 here; the store's errors, one series a kind
+    // (docs/operations.md#managed-redis), every one at 0.
+    let samples = m.samples("agui_gateway_rate_limited_total");
+    assert_eq!(
+        samples.len(),
+        1,
+        "agui_gateway_rate_limited_total is exposed (at 0)"
+    );
+    assert_eq!(samples[0].value, 0.0);
+    let store = m.samples("agui_gateway_binding_store_errors_total");
+    let kinds: BTreeSet<&str> = store.iter().map(|s| s.labels["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from([
+            "auth",
+            "cluster",
+            "connection",
+            "sentinel",
+            "server",
+            "skipped",
+            "timeout",
+            "tls"
+        ]),
+        "every kind is exposed"
+    );
+    assert!(store.iter().all(|s| s.value == 0.0), "{store:?}");
 
     // No label carries a thread, run, message, context, task or interrupt id.
     assert!(ids.len() > 20, "{ids:?}");
