@@ -1,6 +1,7 @@
 //! AG-UI protocol data: the events the gateway emits and the run input it accepts.
 //! Data only, no I/O.
 
+pub(crate) mod capabilities;
 pub(crate) mod event;
 pub(crate) mod input;
 pub(crate) mod role;

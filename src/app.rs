@@ -67,7 +67,7 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
             .map_err(BuildError::Demo)?;
         tracing::info!(url = %base, "demo agent listening");
         settings.agents.push(AgentSettings::plain(
-            "demo".into(),
+            crate::demo::AGENT_NAME.into(),
             url::Url::parse(&base).expect("a loopback URL"),
         ));
     }

@@ -9,7 +9,8 @@
 //! - [`interrupt`]: `input-required` / `auth-required` as AG-UI interrupts, their ids;
 //! - [`dialect`]: each framework's question and the answer shape it accepts;
 //! - [`history`]: conversations rebuilt from A2A history (reattach, pick-up, thread detail);
-//! - [`threads`]: conversations as the threads API lists them, and the inbox.
+//! - [`threads`]: conversations as the threads API lists them, and the inbox;
+//! - [`capabilities`]: an agent's AG-UI capabilities, from its card.
 //!
 //! AG-UI -> A2A:
 //! - [`request`]: a run's plan: the message, its task, the run options;
@@ -17,6 +18,7 @@
 //!   frontend sends along;
 //! - [`context`]: the resolution order of a run's contextId.
 
+pub(crate) mod capabilities;
 pub(crate) mod context;
 pub(crate) mod dialect;
 pub(crate) mod history;

@@ -79,12 +79,16 @@ pub struct Readiness {
 pub struct CopilotKitConfig {
     /// Where the CopilotKit runtime routes are mounted; `""` turns them off.
     pub base_path: String,
+    /// The agent that answers as `default` under the base path (a CopilotKit app that names
+    /// no agent asks for `default`); unset: the only agent, when there is one.
+    pub default_agent: Option<String>,
 }
 
 impl Default for CopilotKitConfig {
     fn default() -> Self {
         Self {
             base_path: "/copilotkit".into(),
+            default_agent: None,
         }
     }
 }
@@ -577,6 +581,8 @@ pub struct Settings {
     pub metrics_public: bool,
     /// Where the CopilotKit runtime routes are mounted (no trailing `/`); `None`: off.
     pub copilotkit_base_path: Option<String>,
+    /// The agent answering as [`COPILOTKIT_DEFAULT_AGENT`] under the base path, if any.
+    pub copilotkit_default_agent: Option<String>,
     /// `readiness` (docs/operations.md#readiness).
     pub readiness: Readiness,
 }
@@ -952,8 +958,11 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
                 format!("agent name {:?} is used twice", a.name),
             ));
         }
-        if over.demo && a.name == "demo" {
-            problems.push(err("agents", "the name \"demo\" is taken by --demo"));
+        if over.demo && a.name == crate::demo::AGENT_NAME {
+            problems.push(err(
+                "agents",
+                format!("the name {:?} is taken by --demo", crate::demo::AGENT_NAME),
+            ));
         }
     }
     if file.agents.is_empty() && over.agents.is_empty() && !over.demo {
@@ -989,6 +998,14 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         over.otlp_endpoint,
     ));
     let copilotkit_base_path = problems.take(copilotkit_base_path(&file.copilotkit.base_path));
+    let mut agent_names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+    if over.demo {
+        agent_names.push(crate::demo::AGENT_NAME);
+    }
+    let copilotkit_default_agent = problems.take(copilotkit_default_agent(
+        file.copilotkit.default_agent.as_deref(),
+        &agent_names,
+    ));
     // A `None` above recorded its problem.
     let (
         Some(listen),
@@ -997,6 +1014,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         Some(rate_limits),
         Some(otlp_traces),
         Some(copilotkit_base_path),
+        Some(copilotkit_default_agent),
     ) = (
         listen,
         binding_store,
@@ -1004,6 +1022,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         rate_limits,
         otlp_traces,
         copilotkit_base_path,
+        copilotkit_default_agent,
     )
     else {
         return Err(problems.into());
@@ -1026,8 +1045,40 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         otlp_traces,
         metrics_public: file.metrics_public,
         copilotkit_base_path,
+        copilotkit_default_agent,
         readiness: file.readiness,
     })
+}
+
+/// The agent id a CopilotKit app asks for when it names none (`useAgent()` without an id;
+/// docs/design.md#3-http-surface).
+pub const COPILOTKIT_DEFAULT_AGENT: &str = "default";
+
+/// `copilotkit.default_agent`: the configured agent that answers as `default`, or, unset,
+/// the only agent when there is one. An agent named `default` answers as itself: naming
+/// another one then is an error.
+fn copilotkit_default_agent(
+    configured: Option<&str>,
+    agents: &[&str],
+) -> Result<Option<String>, ConfigError> {
+    let refused = |why: String| Err(err("copilotkit.default_agent", why));
+    if agents.contains(&COPILOTKIT_DEFAULT_AGENT) {
+        return match configured {
+            Some(name) if name != COPILOTKIT_DEFAULT_AGENT => refused(format!(
+                "an agent is named {COPILOTKIT_DEFAULT_AGENT:?} and answers as it: {name:?} cannot"
+            )),
+            _ => Ok(None),
+        };
+    }
+    match (configured, agents) {
+        (Some(name), _) if agents.contains(&name) => Ok(Some(name.to_owned())),
+        (Some(name), _) => refused(format!(
+            "{name:?} is not a configured agent (agents: {})",
+            agents.join(", ")
+        )),
+        (None, [only]) => Ok(Some((*only).to_owned())),
+        (None, _) => Ok(None),
+    }
 }
 
 /// `copilotkit.base_path`: `""` (off) or an absolute path of plain segments, not `/`.
@@ -1345,6 +1396,40 @@ mod tests {
                 .as_str(),
             "http://y:9/"
         );
+    }
+
+    #[test]
+    fn copilotkit_default_agent_is_the_named_or_the_only_agent() {
+        let default = |agents: &str, configured: &str, demo: bool| {
+            let file = yaml(&format!("agents: [{agents}]\ncopilotkit: {{{configured}}}")).unwrap();
+            let over = Overrides {
+                demo,
+                ..Overrides::default()
+            };
+            settings(file, over).map(|s| s.copilotkit_default_agent)
+        };
+        let (a, ab) = (
+            "{name: a, url: 'http://x'}",
+            "{name: a, url: 'http://x'}, {name: b, url: 'http://y'}",
+        );
+        assert_eq!(default(a, "", false).unwrap().as_deref(), Some("a"));
+        assert_eq!(default(ab, "", false).unwrap(), None);
+        assert_eq!(
+            default(ab, "default_agent: b", false).unwrap().as_deref(),
+            Some("b")
+        );
+        assert_eq!(default("", "", true).unwrap().as_deref(), Some("demo"));
+        assert_eq!(default(a, "", true).unwrap(), None, "a and the demo");
+        // An agent named `default` answers as itself.
+        let named_default = "{name: default, url: 'http://x'}, {name: b, url: 'http://y'}";
+        assert_eq!(default(named_default, "", false).unwrap(), None);
+        for (agents, bad) in [
+            (ab, "default_agent: c"),
+            (named_default, "default_agent: b"),
+        ] {
+            let e = default(agents, bad, false).unwrap_err();
+            assert_eq!(e[0].key, "copilotkit.default_agent", "{bad}: {e:?}");
+        }
     }
 
     #[test]

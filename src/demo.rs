@@ -45,6 +45,9 @@
 //! gateway in front caps concurrent runs and cuts clients that stop reading, which closes
 //! the demo stream too.
 
+/// The name the demo agent is configured under (`--demo`).
+pub const AGENT_NAME: &str = "demo";
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -535,6 +538,7 @@ fn card(base: &str) -> Value {
             interface(Binding::JsonRpc, "0.3"),
         ],
         "version": env!("CARGO_PKG_VERSION"),
+        "provider": {"organization": "agui-a2a-gateway", "url": base},
         "capabilities": {"streaming": true, "pushNotifications": false},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],

@@ -65,6 +65,18 @@ impl AgentRef {
             .map(AgentRef)
             .ok_or_else(|| RequestError::UnknownAgent(name.to_owned()))
     }
+
+    /// The agent a CopilotKit route's `id` names: `default` is `copilotkit.default_agent`
+    /// when one answers as it (docs/design.md#3-http-surface), any other id the agent of that
+    /// name.
+    pub(crate) fn copilotkit(s: &AppState, id: &str) -> Result<Self, RequestError> {
+        match &s.copilotkit_default_agent {
+            Some(default) if id == crate::config::COPILOTKIT_DEFAULT_AGENT => {
+                Self::named(s, default)
+            }
+            _ => Self::named(s, id),
+        }
+    }
 }
 
 impl FromRequestParts<AppState> for AgentRef {
@@ -75,11 +87,12 @@ impl FromRequestParts<AppState> for AgentRef {
         let params = RawPathParams::from_request_parts(parts, s)
             .await
             .map_err(|_| RequestError::NoRoute)?;
-        let (_, name) = params
-            .iter()
-            .find(|(key, _)| matches!(*key, "name" | "id"))
-            .ok_or(RequestError::NoRoute)?;
-        Self::named(s, name)
+        // `/agents/{name}` names an agent; CopilotKit's `{base}/agent/{id}` an agent id.
+        match params.iter().find(|(key, _)| matches!(*key, "name" | "id")) {
+            Some(("id", id)) => Self::copilotkit(s, id),
+            Some((_, name)) => Self::named(s, name),
+            None => Err(RequestError::NoRoute),
+        }
     }
 }
 

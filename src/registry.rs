@@ -18,8 +18,10 @@ use crate::a2a::card::{self, AgentCard};
 use crate::a2a::client::{Client, Endpoint};
 use crate::a2a::model::ProtocolVersion;
 use crate::a2a::tls::AgentTls;
+use crate::agui::capabilities::AgentCapabilities;
 use crate::auth::Caller;
-use crate::config::{AgentSettings, Secret};
+use crate::bridge::capabilities;
+use crate::config::{AgentSettings, ForwardCue, Secret};
 use crate::upstream::credentials::Credentials;
 
 /// Card refresh period while an agent is ready.
@@ -219,6 +221,7 @@ impl Agent {
     fn summary_of(&self, resolved: Option<&Resolved>) -> AgentSummary {
         let mut summary = AgentSummary {
             binding: None,
+            capabilities: None,
             card: None,
             credentials: None,
             description: None,
@@ -248,11 +251,29 @@ impl Agent {
         summary
     }
 
-    /// The detail served by `GET /agents/{name}`: the summary plus the card's identity and
-    /// the endpoint in use.
+    /// The agent's AG-UI capabilities (docs/mapping.md#capabilities).
+    pub(crate) fn capabilities(&self) -> AgentCapabilities {
+        self.capabilities_of(self.resolved().as_deref())
+    }
+
+    fn capabilities_of(&self, resolved: Option<&Resolved>) -> AgentCapabilities {
+        let served = capabilities::Served {
+            streaming: resolved.is_some_and(|r| r.streaming),
+            forwards_tools: self.settings.forward.contains(&ForwardCue::Tools),
+        };
+        capabilities::of(
+            &self.settings.name,
+            resolved.map(|r| r.card.as_ref()),
+            served,
+        )
+    }
+
+    /// The detail served by `GET /agents/{name}`: the summary plus the card's identity, the
+    /// endpoint in use and the agent's capabilities.
     pub(crate) fn detail(&self) -> AgentSummary {
         let resolved = self.resolved();
         AgentSummary {
+            capabilities: Some(self.capabilities_of(resolved.as_deref())),
             card: resolved.as_deref().map(|r| CardIdentity {
                 endpoint: r.client.endpoint_url(),
                 name: r.card.name.clone(),
@@ -275,6 +296,9 @@ pub(crate) struct AgentSummary {
     /// The A2A binding in use (`JSONRPC`, `HTTP+JSON`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub binding: Option<&'static str>,
+    /// `GET /agents/{name}` only: AG-UI's `AgentCapabilities`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<AgentCapabilities>,
     /// `GET /agents/{name}` only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub card: Option<CardIdentity>,
@@ -713,9 +737,11 @@ mod tests {
     fn summaries_keep_the_json_of_before() {
         let agent = resolved_agent(card::Binding::JsonRpc, ProtocolVersion::V1, Some("acme"));
         *agent.resolved.write().unwrap() = None;
+        // The detail adds the capabilities (docs/mapping.md#capabilities), checked there.
+        let capabilities = serde_json::to_value(agent.capabilities()).unwrap();
         assert_eq!(
-            serde_json::to_string(&agent.detail()).unwrap(),
-            r#"{"name":"a","ready":false}"#
+            serde_json::to_value(agent.detail()).unwrap(),
+            json!({"capabilities": capabilities, "name": "a", "ready": false})
         );
         *agent.last_error.write().unwrap() = Some("refused".into());
         assert_eq!(
@@ -738,10 +764,8 @@ mod tests {
             identity["version"] = json!(version);
         }
         before["card"] = identity;
-        assert_eq!(
-            serde_json::to_string(&agent.detail()).unwrap(),
-            before.to_string()
-        );
+        before["capabilities"] = serde_json::to_value(agent.capabilities()).unwrap();
+        assert_eq!(serde_json::to_value(agent.detail()).unwrap(), before);
     }
 
     /// Every run resolves its agent, almost always from the card read before: that must

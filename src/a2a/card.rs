@@ -30,6 +30,14 @@ pub struct AgentCard {
     pub name: String,
     pub description: String,
     pub version: Option<String>,
+    pub provider: Option<Provider>,
+    pub documentation_url: Option<String>,
+    /// Media types the agent accepts, for every skill.
+    #[serde(deserialize_with = "crate::json::null_default")]
+    pub default_input_modes: Vec<String>,
+    /// Media types the agent answers with, for every skill.
+    #[serde(deserialize_with = "crate::json::null_default")]
+    pub default_output_modes: Vec<String>,
     pub supported_interfaces: Vec<Interface>,
     /// 0.3 / 0.2 only.
     pub url: Option<String>,
@@ -76,9 +84,18 @@ pub struct LegacyInterface {
 #[serde(rename_all = "camelCase", default)]
 pub struct Capabilities {
     pub streaming: Option<bool>,
+    pub push_notifications: Option<bool>,
     pub extensions: Vec<Value>,
     /// 1.0: an extended card is served to authenticated callers.
     pub extended_agent_card: Option<bool>,
+}
+
+/// `AgentProvider`: who offers the agent.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Provider {
+    pub organization: String,
+    pub url: Option<String>,
 }
 
 /// One advertised skill, as `GET /agents` shows it (fields in alphabetical order: the order

@@ -445,12 +445,19 @@ fn status(s: Option<pb::TaskStatus>) -> TaskStatus {
 
 /// The parts of a card the gateway uses (`super::card::AgentCard`).
 fn card(c: pb::AgentCard) -> super::card::AgentCard {
-    use super::card::{AgentCard, Capabilities, Interface, Skill};
+    use super::card::{AgentCard, Capabilities, Interface, Provider, Skill};
     let capabilities = c.capabilities.unwrap_or_default();
     AgentCard {
         name: c.name,
         description: c.description,
         version: Some(c.version).filter(|v| !v.is_empty()),
+        provider: c.provider.map(|p| Provider {
+            organization: p.organization,
+            url: non_empty(p.url),
+        }),
+        documentation_url: c.documentation_url,
+        default_input_modes: c.default_input_modes,
+        default_output_modes: c.default_output_modes,
         supported_interfaces: c
             .supported_interfaces
             .into_iter()
@@ -463,6 +470,7 @@ fn card(c: pb::AgentCard) -> super::card::AgentCard {
             .collect(),
         capabilities: Capabilities {
             streaming: capabilities.streaming,
+            push_notifications: capabilities.push_notifications,
             extensions: capabilities
                 .extensions
                 .into_iter()

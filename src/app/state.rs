@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     /// Where the CopilotKit runtime routes are mounted, if they are
     /// (`crate::http::copilotkit`).
     pub copilotkit_base_path: Option<String>,
+    /// The agent answering as `default` under the base path (`copilotkit.default_agent`).
+    pub copilotkit_default_agent: Option<String>,
 }
 
 impl Deref for Shared {
@@ -104,6 +106,7 @@ impl Shared {
             metrics_public: settings.metrics_public,
             traces,
             copilotkit_base_path: settings.copilotkit_base_path.clone(),
+            copilotkit_default_agent: settings.copilotkit_default_agent.clone(),
         }
     }
 

@@ -55,6 +55,7 @@ use crate::app::state::AppState;
 use crate::auth::Caller;
 use crate::bridge::request::RunOptions;
 use crate::bridge::{history, Projector, RunFrame};
+use crate::config::COPILOTKIT_DEFAULT_AGENT;
 use crate::error::{RequestError, RunError};
 use crate::ids::{ContextId, ThreadId};
 use crate::redact::Shown;
@@ -76,13 +77,19 @@ pub(crate) fn routes(base: Option<&str>) -> Router<AppState> {
         .route(base, post(single_route))
 }
 
-/// `GET {base}/info`: the agents keyed by id.
+/// `GET {base}/info`: the agents keyed by id, and the one answering as `default` under that
+/// id too (`copilotkit.default_agent`).
 async fn info(State(s): State<AppState>) -> Json<Value> {
-    let agents: Map<String, Value> = s
+    let mut agents: Map<String, Value> = s
         .registry
         .all()
         .map(|a| (a.settings.name.clone(), describe(a)))
         .collect();
+    if let Some(default) = s.copilotkit_default_agent.as_deref() {
+        if let Some(described) = agents.get(default).cloned() {
+            agents.insert(COPILOTKIT_DEFAULT_AGENT.to_owned(), described);
+        }
+    }
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "agents": agents,
@@ -96,18 +103,14 @@ async fn info(State(s): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// CopilotKit's `AgentDescription` of an agent, from its card (when it was read).
+/// CopilotKit's `AgentDescription` of an agent: its card's description and its AG-UI
+/// capabilities (docs/mapping.md#capabilities).
 fn describe(agent: &Agent) -> Value {
-    let summary = agent.summary();
     json!({
         "name": agent.settings.name,
         "className": "A2AAgent",
-        "description": summary.description.unwrap_or_default(),
-        "capabilities": {
-            "transport": {"streaming": summary.streaming.unwrap_or(false), "resumable": true},
-            "state": {"snapshots": true, "deltas": true},
-            "humanInTheLoop": {"supported": true, "interrupts": true},
-        },
+        "description": agent.summary().description.unwrap_or_default(),
+        "capabilities": agent.capabilities(),
     })
 }
 
@@ -258,16 +261,16 @@ async fn single_route(
     match envelope.method.as_str() {
         "info" => Ok(info(State(s)).await.into_response()),
         "agent/run" => {
-            let agent = AgentRef::named(&s, &param("agentId")?)?;
+            let agent = AgentRef::copilotkit(&s, &param("agentId")?)?;
             super::run_agent(State(s), agent, caller, inner(&envelope.body)).await
         }
         "agent/connect" => {
-            let agent = AgentRef::named(&s, &param("agentId")?)?;
+            let agent = AgentRef::copilotkit(&s, &param("agentId")?)?;
             connect(State(s), agent, caller, inner(&envelope.body)).await
         }
         "agent/stop" => {
             let (id, thread_id) = (param("agentId")?, ThreadId::new(param("threadId")?));
-            let agent = AgentRef::named(&s, &id)?;
+            let agent = AgentRef::copilotkit(&s, &id)?;
             let stopped = stop(State(s), agent, Path((id, thread_id)), caller).await?;
             Ok(stopped.into_response())
         }

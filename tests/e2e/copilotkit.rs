@@ -100,9 +100,111 @@ async fn info_lists_the_agents_keyed_by_id() {
     assert_eq!(demo["name"], "demo", "{info}");
     assert!(demo["description"].as_str().unwrap().contains("demo"));
     assert!(demo["className"].is_string());
-    assert_eq!(demo["capabilities"]["transport"]["streaming"], true);
+    // AG-UI's capabilities, from the demo agent's card and what the gateway does.
+    let capabilities = &demo["capabilities"];
+    assert_eq!(capabilities["transport"]["streaming"], true);
+    assert_eq!(
+        capabilities["identity"],
+        json!({"name": "agui-a2a-gateway demo agent", "type": "a2a",
+            "description": demo["description"], "version": env!("CARGO_PKG_VERSION"),
+            "provider": "agui-a2a-gateway"}),
+        "{info}"
+    );
+    assert_eq!(
+        capabilities["output"]["supportedMimeTypes"],
+        json!(["text/plain"])
+    );
+    assert_eq!(
+        capabilities["humanInTheLoop"],
+        json!({"supported": true, "approvals": true, "interrupts": true})
+    );
+    assert_eq!(
+        capabilities["multimodal"]["input"],
+        json!({"image": false, "audio": false, "video": false, "pdf": false, "file": false})
+    );
+    // `GET /agents/{name}` answers the same.
+    let detail: Value = reqwest::get(gw.agent_url("demo"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(&detail["capabilities"], capabilities);
+    // The only agent answers as `default` too, what an app that names no agent asks for.
+    assert_eq!(info["agents"]["default"], *demo, "{info}");
     assert_eq!(info["mode"], "sse");
     assert!(info["version"].is_string());
+}
+
+/// An app that names no agent (`<CopilotKit>` without `agentId`) asks for `default`:
+/// `copilotkit.default_agent` answers, over CopilotKit's own client and both transports, and
+/// the thread is that agent's own; with two agents and none named, `default` is unknown.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_agent_answers_an_app_that_names_none() {
+    let up = upstream("both");
+    let config = json!({
+        "agents": [{"name": "ref", "url": up}, {"name": "other", "url": up}],
+        "copilotkit": {"default_agent": "ref"},
+    });
+    let gw = Gateway::start(&config.to_string(), false).await;
+    wait_ready(&gw).await;
+    for transport in ["rest", "single"] {
+        let thread = format!("ck-default-{transport}");
+        let steps = copilotkit_session(json!({
+            "runtimeUrl": ck(&gw, ""),
+            "transport": transport,
+            "agentId": "default",
+            "threadId": thread,
+            "steps": [{"run": "echo by default"}, {"reload": true}],
+        }))
+        .await;
+        for step in &steps {
+            assert_eq!(step["connection"], "connected", "{transport}: {step}");
+            assert_eq!(step["errors"], json!([]), "{transport}: {step}");
+        }
+        let turn = vec![
+            pair("user", "echo by default"),
+            pair("assistant", "by default"),
+        ];
+        assert_eq!(turns(&steps[0]["messages"]), turn, "{transport}");
+        assert_eq!(
+            turns(&steps[1]["messages"]),
+            turn,
+            "{transport}: the reload"
+        );
+        // The thread is the named agent's: its own route reattaches to it.
+        let own = post_run(
+            &ck(&gw, "/agent/ref/connect"),
+            &connect_input(&thread, json!([])),
+            WITHIN,
+        )
+        .await;
+        assert_eq!(own.status, 200);
+        assert!(
+            own.events.iter().any(|e| e["type"] == "MESSAGES_SNAPSHOT"),
+            "{:?}",
+            own.events
+        );
+    }
+    let two = Gateway::start(
+        &json!({"agents": [{"name": "ref", "url": up}, {"name": "other", "url": up}]}).to_string(),
+        false,
+    )
+    .await;
+    let info: Value = reqwest::get(ck(&two, "/info"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(info["agents"].get("default").is_none(), "{info}");
+    let unknown = post_run(
+        &ck(&two, "/agent/default/run"),
+        &run_input("x", "echo"),
+        WITHIN,
+    )
+    .await;
+    assert_eq!(unknown.status, 404);
 }
 
 #[tokio::test(flavor = "multi_thread")]
