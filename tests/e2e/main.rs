@@ -26,6 +26,7 @@ mod readme;
 mod redis;
 mod redis_servers;
 mod redis_topologies;
+mod replays;
 mod sessions;
 mod support;
 mod threads;
