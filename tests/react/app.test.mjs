@@ -12,6 +12,9 @@
 //         {"reload": true, "messages": N?}
 //                                 reload the page; wait for the runtime, CopilotKit's connect
 //                                 and (when given) N rendered messages, then for quiet
+//         {"goto": {"threadId": "...", ...}, "messages": N?}
+//                                 open the page anew with these settings changed (another
+//                                 thread, agent, key; null removes one), then as a reload
 //         {"wait": MS}            just wait
 // Prints one JSON line: {ok, failure, origin, steps: [StepReport], console: [...], external:
 // [...]}. StepReport: {step, elapsedMs, runtime, capabilities (what useCapabilities returned,
@@ -72,11 +75,15 @@ const server = createServer((req, res) => {
 await new Promise((ok) => server.listen(script.port ?? 0, "127.0.0.1", ok));
 const origin = `http://127.0.0.1:${server.address().port}`;
 
-const query = new URLSearchParams();
-for (const k of ["runtimeUrl", "agentId", "threadId", "key", "transport", "provider"]) {
-  if (script[k]) query.set(k, script[k]);
+const settings = Object.fromEntries(
+  ["runtimeUrl", "agentId", "threadId", "key", "transport", "provider"].map((k) => [k, script[k]]),
+);
+/** The page's URL for `settings` (null or absent values left out). */
+function pageUrl() {
+  const query = new URLSearchParams();
+  for (const [k, v] of Object.entries(settings)) if (v) query.set(k, v);
+  return `${origin}/?${query}`;
 }
-const pageUrl = `${origin}/?${query}`;
 
 const consoleAll = [];
 const external = [];
@@ -204,18 +211,27 @@ const shown = (s) =>
   );
 
 async function openPage() {
-  await page.goto(pageUrl);
+  await page.goto(pageUrl());
   await until("the runtime connects", connected);
+}
+
+/** After a page load: the runtime, CopilotKit's connect, `messages` shown (when given), quiet. */
+async function loaded(messages) {
+  await until("the runtime connects", connected);
+  if (messages != null) {
+    await until(`${messages} messages shown`, (s) => s.messages.length >= messages && !s.running);
+  }
+  await quiet();
 }
 
 async function runStep(step) {
   if (step.reload) {
     await page.reload();
-    await until("the runtime connects after the reload", connected);
-    if (step.messages != null) {
-      await until(`${step.messages} messages shown`, (s) => s.messages.length >= step.messages && !s.running);
-    }
-    await quiet();
+    await loaded(step.messages);
+  } else if (step.goto) {
+    Object.assign(settings, step.goto);
+    await page.goto(pageUrl());
+    await loaded(step.messages);
   } else if (step.send != null) {
     const before = await snapshot();
     const input = page.getByTestId("copilot-chat-textarea");
@@ -242,7 +258,7 @@ try {
       await runStep(step);
     } finally {
       const s = await snapshot();
-      const events = await page.evaluate((from) => (window.__app?.events ?? []).slice(from), step.reload ? 0 : fromEvent);
+      const events = await page.evaluate((from) => (window.__app?.events ?? []).slice(from), step.reload || step.goto ? 0 : fromEvent);
       const errors = await page.evaluate(() => [...(window.__app?.errors ?? [])]);
       await page.evaluate(() => window.__app && (window.__app.errors.length = 0));
       if (script.shots) {
