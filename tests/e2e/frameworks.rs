@@ -11,7 +11,9 @@
 //! Scripts (first word of the latest user message): `hello` streams "Hello from <fw>. This
 //! reply arrives in chunks."; `tool` calls get_weather(city=Paris) then says "It is sunny in
 //! Paris."; `approve` asks "Approve sending the report?" in the framework's own HITL shape
-//! and then says "Done: <answer>.". Peers are installed by `scripts/test`.
+//! and then says "Done: <answer>."; `think` (ADK) thinks, calls get_weather, thinks again and
+//! says "It is sunny in Paris.", reporting Gemini-style usage on every model response. Peers
+//! are installed by `scripts/test`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -568,6 +570,127 @@ async fn adk_v2_tool_call_and_result_reach_the_client_and_reload_the_same() {
         brief(&run.step),
         detail["messages"]
     );
+}
+
+/// The thoughts of ADK's `think` script (tests/frameworks/adk/agent.py), one reasoning
+/// message per stretch of thinking.
+const ADK_THOUGHTS: [&str; 2] = [
+    "The user wants the weather. I should call get_weather.",
+    "The tool says sunny.",
+];
+
+/// `(id, content)` of a step's messages of `role`.
+fn messages_of(step: &Value, role: &str) -> Vec<(String, String)> {
+    step["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == role)
+        .map(|m| (m["id"].as_str().unwrap_or("?").into(), content(m).into()))
+        .collect()
+}
+
+/// One `agui_gateway_tokens_total` series.
+async fn tokens_counted(gw: &Gateway, agent: &str, kind: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", gw.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = format!("agui_gateway_tokens_total{{agent=\"{agent}\",kind=\"{kind}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{series}` in /metrics:\n{text}"))
+}
+
+/// ADK's thinking model behind the gateway, judged by `@ag-ui/client` 1.0.0: the thoughts
+/// arrive as reasoning messages and never inside the answer, the usage of both model calls is
+/// on `RUN_FINISHED` and in `agui_gateway_tokens_total`, and a second client on the thread
+/// (a pick-up: `MESSAGES_SNAPSHOT` of the earlier turn) and the thread detail show the same
+/// reasoning under the same ids; every stream passes the client's verifier.
+async fn adk_think(mode: &str) {
+    let p = peer("adk", mode);
+    let (gw, url) = gateway_for("adk", p).await;
+    let thread = thread(&format!("think-adk-{mode}"));
+    let mut steps = drive_steps(
+        &url,
+        &thread,
+        json!([{"message": "think about the weather in Paris"}]),
+    )
+    .await;
+    let step = steps.remove(0);
+    let what = format!("adk {mode} think (peer log {})", p.log.display());
+    assert_finished(&step, "success", &what);
+    assert_reply_once(&step, SUNNY, &what);
+    let thoughts = messages_of(&step, "reasoning");
+    let texts: Vec<&str> = thoughts.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts, ADK_THOUGHTS, "{what}:{}", brief(&step));
+    for m in assistant_messages(&step) {
+        assert!(
+            !content(m).contains("get_weather.") && !content(m).contains("says sunny"),
+            "{what}: a thought inside the answer: {m}"
+        );
+    }
+    let types = event_types(&step);
+    for kind in [
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+    ] {
+        assert!(types.iter().any(|t| t == kind), "{what}: no {kind}");
+    }
+    assert_eq!(
+        last_event(&step)["usage"],
+        json!([{"inputTokens": 270, "outputTokens": 34, "totalTokens": 304,
+            "reasoningTokens": 20, "cachedInputTokens": 200}]),
+        "{what}: the usage of both model calls, each counted once"
+    );
+    for (kind, n) in [
+        ("input", 270),
+        ("output", 34),
+        ("reasoning", 20),
+        ("cached", 200),
+    ] {
+        assert_eq!(tokens_counted(&gw, "adk", kind).await, n, "{what}: {kind}");
+    }
+
+    // A second client on the thread holds nothing: the run picks the conversation up.
+    let mut again = drive_steps(&url, &thread, json!([{"message": "hello"}])).await;
+    let again = again.remove(0);
+    assert_finished(&again, "success", &format!("{what}, picked up"));
+    assert!(
+        event_types(&again).contains(&"MESSAGES_SNAPSHOT".to_owned()),
+        "{what}: no pick-up:{}",
+        brief(&again)
+    );
+    assert_eq!(
+        messages_of(&again, "reasoning"),
+        thoughts,
+        "{what}: the picked-up thread's reasoning"
+    );
+    let detail = get_json(&format!("{url}/threads/{thread}")).await;
+    let shown: Vec<(String, String)> = detail["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "reasoning")
+        .map(|m| (m["id"].as_str().unwrap().into(), content(m).into()))
+        .collect();
+    assert_eq!(shown, thoughts, "{what}: the thread detail's reasoning");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adk_sse_thinking_is_reasoning_with_usage_and_replays_the_same() {
+    adk_think("sse").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adk_v2_thinking_is_reasoning_with_usage_and_replays_the_same() {
+    adk_think("v2").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
