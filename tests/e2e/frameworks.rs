@@ -683,6 +683,42 @@ async fn adk_think(mode: &str) {
     assert_eq!(shown, thoughts, "{what}: the thread detail's reasoning");
 }
 
+/// CopilotKit's own client (`@copilotkitnext/core` 1.54 on `@ag-ui/client` 0.0.48, which sends
+/// no `protocolVersion`) on the same thinking agent: it accepts the reasoning events live and
+/// the reasoning messages of a reload's `connect` replay, and gets no `usage`.
+#[tokio::test(flavor = "multi_thread")]
+async fn adk_thinking_reaches_copilotkits_own_client_live_and_on_reload() {
+    let p = peer("adk", "sse");
+    let (gw, _url) = gateway_for("adk", p).await;
+    let steps = copilotkit_session(json!({
+        "runtimeUrl": format!("{}/copilotkit", gw.base),
+        "agentId": "adk",
+        "threadId": thread("think-adk-copilotkit"),
+        "steps": [{"run": "think about the weather in Paris"}, {"reload": true}],
+    }))
+    .await;
+    for (n, step) in steps.iter().enumerate() {
+        let what = format!("copilotkit step {n}: {step}");
+        assert_eq!(step["errors"], json!([]), "{what}");
+        assert_eq!(step["warnings"], json!([]), "{what}");
+        let thoughts: Vec<String> = messages_of(step, "reasoning")
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(thoughts, ADK_THOUGHTS, "{what}");
+        let answers: Vec<String> = messages_of(step, "assistant")
+            .into_iter()
+            .map(|(_, t)| t)
+            .filter(|t| !t.is_empty())
+            .collect();
+        assert_eq!(answers, [SUNNY], "{what}");
+        assert!(
+            last_event(step).get("usage").is_none(),
+            "{what}: usage is AG-UI 1.0's"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn adk_sse_thinking_is_reasoning_with_usage_and_replays_the_same() {
     adk_think("sse").await;
