@@ -11,9 +11,10 @@
 //! Scripts (first word of the latest user message): `hello` streams "Hello from <fw>. This
 //! reply arrives in chunks."; `tool` calls get_weather(city=Paris) then says "It is sunny in
 //! Paris."; `approve` asks "Approve sending the report?" in the framework's own HITL shape
-//! and then says "Done: <answer>."; `think` (ADK) thinks, calls get_weather, thinks again and
-//! says "It is sunny in Paris.", reporting Gemini-style usage on every model response. Peers
-//! are installed by `scripts/test`.
+//! and then says "Done: <answer>."; `think` (ADK, and kagent-adk 0.10.4, whose peer knows only
+//! `hello` and `think`) thinks, calls get_weather, thinks again and says "It is sunny in
+//! Paris.", reporting Gemini-style usage on every model response. Peers are installed by
+//! `scripts/test`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -41,7 +42,7 @@ const DRIVE_WITHIN: Duration = Duration::from_secs(90);
 
 /// Every peer this file starts: (framework, mode, A2A version it speaks, the binding its
 /// card offers).
-const PEERS: [(&str, &str, &str, Binding); 8] = [
+const PEERS: [(&str, &str, &str, Binding); 9] = [
     ("adk", "sse", "1.0", Binding::JsonRpc),
     ("adk", "none", "1.0", Binding::JsonRpc),
     // ADK's new executor (model streaming `sse`): text and tool calls travel in artifacts.
@@ -52,6 +53,8 @@ const PEERS: [(&str, &str, &str, Binding); 8] = [
     ("a2a_js", "jsonrpc", "1.0", Binding::JsonRpc),
     // `agent.mjs --binding rest`: the SDK's `restHandler` under a path prefix.
     ("a2a_js", "rest", "1.0", Binding::HttpJson),
+    // kagent-adk 0.10.4's own KAgentApp (in-memory sessions), model not streamed: `think` only.
+    ("kagent", "default", "0.3", Binding::JsonRpc),
 ];
 
 /// A running framework peer; lives for the whole test binary (it exits with it:
@@ -605,15 +608,16 @@ async fn tokens_counted(gw: &Gateway, agent: &str, kind: &str) -> u64 {
         .unwrap_or_else(|| panic!("no `{series}` in /metrics:\n{text}"))
 }
 
-/// ADK's thinking model behind the gateway, judged by `@ag-ui/client` 1.0.0: the thoughts
-/// arrive as reasoning messages and never inside the answer, the usage of both model calls is
-/// on `RUN_FINISHED` and in `agui_gateway_tokens_total`, and a second client on the thread
-/// (a pick-up: `MESSAGES_SNAPSHOT` of the earlier turn) and the thread detail show the same
-/// reasoning under the same ids; every stream passes the client's verifier.
-async fn adk_think(mode: &str) {
-    let p = peer("adk", mode);
-    let (gw, url) = gateway_for("adk", p).await;
-    let thread = thread(&format!("think-adk-{mode}"));
+/// A thinking model behind the gateway (ADK or kagent), judged by `@ag-ui/client` 1.0.0: the
+/// thoughts arrive as reasoning messages and never inside the answer, the usage of both model
+/// calls is on `RUN_FINISHED` and in `agui_gateway_tokens_total`, and the thread detail and,
+/// over A2A 1.0, a second client on the thread (a pick-up: `MESSAGES_SNAPSHOT` of the earlier
+/// turn; 0.3 has no ListTasks to pick up from) show the same reasoning under the same ids;
+/// every stream passes the client's verifier.
+async fn think(fw: &str, mode: &str) {
+    let p = peer(fw, mode);
+    let (gw, url) = gateway_for(fw, p).await;
+    let thread = thread(&format!("think-{fw}-{mode}"));
     let mut steps = drive_steps(
         &url,
         &thread,
@@ -621,7 +625,7 @@ async fn adk_think(mode: &str) {
     )
     .await;
     let step = steps.remove(0);
-    let what = format!("adk {mode} think (peer log {})", p.log.display());
+    let what = format!("{fw} {mode} think (peer log {})", p.log.display());
     assert_finished(&step, "success", &what);
     assert_reply_once(&step, SUNNY, &what);
     let thoughts = messages_of(&step, "reasoning");
@@ -655,7 +659,19 @@ async fn adk_think(mode: &str) {
         ("reasoning", 20),
         ("cached", 200),
     ] {
-        assert_eq!(tokens_counted(&gw, "adk", kind).await, n, "{what}: {kind}");
+        assert_eq!(tokens_counted(&gw, fw, kind).await, n, "{what}: {kind}");
+    }
+    let detail = get_json(&format!("{url}/threads/{thread}")).await;
+    let shown: Vec<(String, String)> = detail["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "reasoning")
+        .map(|m| (m["id"].as_str().unwrap().into(), content(m).into()))
+        .collect();
+    assert_eq!(shown, thoughts, "{what}: the thread detail's reasoning");
+    if p.protocol != "1.0" {
+        return;
     }
 
     // A second client on the thread holds nothing: the run picks the conversation up.
@@ -672,15 +688,6 @@ async fn adk_think(mode: &str) {
         thoughts,
         "{what}: the picked-up thread's reasoning"
     );
-    let detail = get_json(&format!("{url}/threads/{thread}")).await;
-    let shown: Vec<(String, String)> = detail["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "reasoning")
-        .map(|m| (m["id"].as_str().unwrap().into(), content(m).into()))
-        .collect();
-    assert_eq!(shown, thoughts, "{what}: the thread detail's reasoning");
 }
 
 /// CopilotKit's own client (`@copilotkitnext/core` 1.54 on `@ag-ui/client` 0.0.48, which sends
@@ -721,12 +728,17 @@ async fn adk_thinking_reaches_copilotkits_own_client_live_and_on_reload() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn adk_sse_thinking_is_reasoning_with_usage_and_replays_the_same() {
-    adk_think("sse").await;
+    think("adk", "sse").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn adk_v2_thinking_is_reasoning_with_usage_and_replays_the_same() {
-    adk_think("v2").await;
+    think("adk", "v2").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kagent_thinking_is_reasoning_with_usage_and_reloads_the_same() {
+    think("kagent", "default").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
