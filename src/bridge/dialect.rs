@@ -71,6 +71,12 @@ pub(crate) fn split_text(parts: &[Part]) -> (String, String) {
     (answer, reasoning)
 }
 
+/// A message's answer text: its text parts without the thoughts (what a question, a task's
+/// status text or a failure message says).
+pub(crate) fn answer_text(message: &Message) -> String {
+    split_text(&message.parts).0
+}
+
 /// One usage report found in metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct UsageReport<'a> {
@@ -236,7 +242,7 @@ pub(crate) fn read(message: Option<&Message>) -> Question {
     };
     let asked = Asked {
         message,
-        text: Some(message.text()).filter(|t| !t.trim().is_empty()),
+        text: Some(answer_text(message)).filter(|t| !t.trim().is_empty()),
         datas,
     };
     read_strands(&asked)
@@ -739,6 +745,18 @@ mod tests {
             ..Part::data(json!({}))
         };
         assert!(!is_thought(&data), "only text is reasoning");
+    }
+
+    #[test]
+    fn a_question_never_shows_the_thinking_before_it() {
+        let m = message(json!([
+            {"kind": "text", "text": "They want to delete. ", "metadata": {"kagent_thought": true}},
+            {"kind": "text", "text": "Approve deleting the pod?"}
+        ]));
+        assert_eq!(
+            read(Some(&m)).text.as_deref(),
+            Some("Approve deleting the pod?")
+        );
     }
 
     #[test]

@@ -26,9 +26,7 @@ use super::state::{self, add, layout, Op, Refusal, Shadow, StateLimits, Writer};
 use super::tools::{self, ToolItem};
 use super::usage::{Tally, Tokens};
 use super::{history, lane};
-use crate::a2a::model::{
-    Message, Part, Role, StatusUpdate, StreamEvent, Task, TaskState, TaskStatus,
-};
+use crate::a2a::model::{Part, Role, StatusUpdate, StreamEvent, Task, TaskState, TaskStatus};
 use crate::agui::event::TokenUsage;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, Interrupt, Outcome};
@@ -653,7 +651,8 @@ impl Projector {
             // A question's data parts are the interrupt's request, not events of their own.
             self.on_message(msg, state.is_interrupted(), out);
         }
-        let status_text = status.message.as_ref().map(Message::text);
+        // The status text without its thoughts: `/a2a/task`, a failure's message.
+        let status_text = status.message.as_ref().map(dialect::answer_text);
         // docs/design.md#6-projection-a2a-to-ag-ui: `/a2a/task` when the state changes, and
         // on the task's last status — not for every chunk of a working task.
         let last = state.is_terminal() || state.is_interrupted();
