@@ -44,6 +44,38 @@ struct UpstreamLabels {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    agent: String,
+    kind: &'static str,
+}
+
+/// What a token count counts (`kind` label of `agui_gateway_tokens_total`): a closed set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenKind {
+    /// Prompt tokens (cached ones included).
+    Input,
+    /// Generated tokens (reasoning included).
+    Output,
+    /// The output tokens spent on reasoning.
+    Reasoning,
+    /// The input tokens read from a cache.
+    Cached,
+}
+
+impl TokenKind {
+    const ALL: [TokenKind; 4] = [Self::Input, Self::Output, Self::Reasoning, Self::Cached];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Input => "input",
+            Self::Output => "output",
+            Self::Reasoning => "reasoning",
+            Self::Cached => "cached",
+        }
+    }
+}
+
 /// How a run ended (`outcome` label of `agui_gateway_runs_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RunOutcome {
@@ -82,6 +114,7 @@ pub(crate) struct Metrics {
     time_to_first_event: SecondsHistogram,
     run_duration: SecondsHistogram,
     events: Family<AgentLabels, Counter>,
+    tokens: Family<TokenLabels, Counter>,
     rate_limited: Counter,
 }
 
@@ -164,6 +197,12 @@ impl Metrics {
             "AG-UI events sent to clients.",
             Family::default(),
         );
+        let tokens = registered(
+            &mut registry,
+            "agui_gateway_tokens",
+            "Tokens the agents reported using, by agent and kind (input, output, reasoning, cached).",
+            Family::default(),
+        );
         let rate_limited = registered(
             &mut registry,
             "agui_gateway_rate_limited",
@@ -180,6 +219,7 @@ impl Metrics {
             time_to_first_event,
             run_duration,
             events,
+            tokens,
             rate_limited,
         }
     }
@@ -201,6 +241,12 @@ impl Metrics {
             }
             let _ = self.open_streams.get_or_create(&Self::agent(agent));
             let _ = self.events.get_or_create(&Self::agent(agent));
+            for kind in TokenKind::ALL {
+                let _ = self.tokens.get_or_create(&TokenLabels {
+                    agent: agent.to_owned(),
+                    kind: kind.as_str(),
+                });
+            }
         }
     }
 
@@ -287,6 +333,16 @@ impl Metrics {
             .inc();
     }
 
+    /// A run's agent reported using `n` tokens of `kind`.
+    pub(crate) fn tokens_used(&self, agent: &str, kind: TokenKind, n: u64) {
+        self.tokens
+            .get_or_create(&TokenLabels {
+                agent: agent.to_owned(),
+                kind: kind.as_str(),
+            })
+            .inc_by(n);
+    }
+
     /// A run request was refused by `rate_limits`.
     pub(crate) fn rate_limited(&self) {
         self.rate_limited.inc();
@@ -348,6 +404,7 @@ mod tests {
         );
         m.first_event("ref", Duration::from_millis(3));
         m.events_sent("ref", 5);
+        m.tokens_used("ref", TokenKind::Reasoning, 20);
         m.rate_limited();
         let text = m.encode();
         for line in [
@@ -358,6 +415,7 @@ mod tests {
             r#"agui_gateway_time_to_first_event_seconds_count{agent="ref"} 1"#,
             r#"agui_gateway_run_duration_seconds_count{agent="ref"} 1"#,
             r#"agui_gateway_events_total{agent="ref"} 5"#,
+            r#"agui_gateway_tokens_total{agent="ref",kind="reasoning"} 20"#,
             "agui_gateway_rate_limited_total 1",
             r#"agui_gateway_binding_store_errors_total{kind="auth"} 2"#,
             r#"agui_gateway_binding_store_errors_total{kind="cluster"} 0"#,

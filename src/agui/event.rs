@@ -29,11 +29,17 @@ pub(crate) enum Event {
         run_id: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         outcome: Option<Outcome>,
+        /// The run's token usage (AG-UI 1.0; only for 1.0 clients).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<Vec<TokenUsage>>,
     },
     RunError {
         message: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<String>,
+        /// Token usage accrued before the failure (AG-UI 1.0; only for 1.0 clients).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<Vec<TokenUsage>>,
     },
     TextMessageStart {
         message_id: String,
@@ -57,6 +63,27 @@ pub(crate) enum Event {
     },
     ToolCallEnd {
         tool_call_id: String,
+    },
+    /// Opens a span of the agent's reasoning (its `messageId` is the reasoning message's).
+    ReasoningStart {
+        message_id: String,
+    },
+    /// Mints a `reasoning` message.
+    ReasoningMessageStart {
+        message_id: String,
+        /// Always [`Role::Reasoning`].
+        role: Role,
+    },
+    /// Never empty (`@ag-ui/core` refuses an empty delta).
+    ReasoningMessageContent {
+        message_id: String,
+        delta: String,
+    },
+    ReasoningMessageEnd {
+        message_id: String,
+    },
+    ReasoningEnd {
+        message_id: String,
     },
     /// Mints a `tool` message carrying the call's result.
     ToolCallResult {
@@ -101,14 +128,24 @@ impl Event {
     pub(crate) fn is_terminal(&self) -> bool {
         matches!(self, Self::RunFinished { .. } | Self::RunError { .. })
     }
+}
 
-    /// A `RUN_ERROR` with a machine-readable code (from [`crate::error::RunError`]).
-    pub(crate) fn run_error(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::RunError {
-            message: message.into(),
-            code: Some(code.into()),
-        }
-    }
+/// Token counts of one provider and model (AG-UI 1.0 `TokenUsage`): `inputTokens` and
+/// `outputTokens` are totals, `reasoningTokens` and `cachedInputTokens` parts of them, and
+/// `totalTokens` their sum. A count the agent did not report is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TokenUsage {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
 }
 
 /// JSON already serialized (compared by its text).
@@ -162,7 +199,8 @@ pub(crate) struct Interrupt {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Message {
-    /// Text for rebuilt turns (`""` while a rebuilt reply has none yet); an echoed message's
+    /// Text for rebuilt turns (`""` while a rebuilt reply has none yet; a `reasoning`
+    /// message's reasoning text); an echoed message's
     /// content as the client sent it (a string or content parts). Absent on an assistant
     /// message that only calls tools.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -308,6 +346,7 @@ mod tests {
             outcome: Some(Outcome::Success {
                 pending_tool_call_ids: Vec::new(),
             }),
+            usage: None,
         };
         assert_eq!(
             serde_json::to_value(&e).unwrap(),
@@ -316,6 +355,7 @@ mod tests {
         let e = Event::RunError {
             message: "m".into(),
             code: None,
+            usage: None,
         };
         assert_eq!(encode(&e), r#"{"type":"RUN_ERROR","message":"m"}"#);
         let e = Event::TextMessageStart {

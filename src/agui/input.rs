@@ -104,9 +104,9 @@ mod tests {
 
     #[test]
     fn a_message_of_an_unknown_role_is_echoed_unchanged() {
-        let sent = json!({"id": "m", "role": "reasoning", "content": "hmm", "encryptedValue": "x"});
+        let sent = json!({"id": "m", "role": "thinking", "content": "hmm", "encryptedValue": "x"});
         let m: Message = serde_json::from_value(sent.clone()).unwrap();
-        assert_eq!(m.role, Role::Other("reasoning".into()));
+        assert_eq!(m.role, Role::Other("thinking".into()));
         let echoed = super::super::event::Message::from(&m);
         assert_eq!(serde_json::to_value(echoed).unwrap(), sent);
     }

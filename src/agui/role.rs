@@ -1,7 +1,7 @@
 //! AG-UI message roles (`@ag-ui/core` 1.0 `Message.role`), parsed once where a message
 //! enters ([`super::input::Message`]) and written where one leaves (events, snapshots).
 //!
-//! Invariants: the six roles AG-UI 1.0 names are variants; any other spelling (a newer
+//! Invariants: the seven roles AG-UI 1.0 names are variants; any other spelling (a newer
 //! role, a client's own) is kept in [`Role::Other`] exactly as sent and written back
 //! unchanged, so a client's message round-trips whatever its role. Spellings are
 //! case-sensitive, as AG-UI's are (`"User"` is an unknown role, not `user`). Code outside
@@ -22,6 +22,9 @@ pub(crate) enum Role {
     Tool,
     /// A client-side activity message (interrupt forms, A2UI surfaces): never sent upstream.
     Activity,
+    /// The agent's reasoning (thought parts, `docs/mapping.md`): AG-UI 1.0, and `@ag-ui/core`
+    /// 0.0.48 and 0.0.59 alike.
+    Reasoning,
     /// A role AG-UI 1.0 does not name, as the client spelled it.
     Other(String),
 }
@@ -36,6 +39,7 @@ impl Role {
             Self::Developer => "developer",
             Self::Tool => "tool",
             Self::Activity => "activity",
+            Self::Reasoning => "reasoning",
             Self::Other(other) => other,
         }
     }
@@ -50,6 +54,7 @@ impl From<String> for Role {
             "developer" => Self::Developer,
             "tool" => Self::Tool,
             "activity" => Self::Activity,
+            "reasoning" => Self::Reasoning,
             _ => Self::Other(raw),
         }
     }
@@ -87,6 +92,7 @@ mod tests {
             ("developer", Role::Developer),
             ("tool", Role::Tool),
             ("activity", Role::Activity),
+            ("reasoning", Role::Reasoning),
         ] {
             let parsed: Role = serde_json::from_value(json!(raw)).unwrap();
             assert_eq!(parsed, role);
@@ -96,7 +102,7 @@ mod tests {
 
     #[test]
     fn unknown_roles_round_trip_unchanged() {
-        for raw in ["reasoning", "User", "", "rôle:x"] {
+        for raw in ["thinking", "User", "", "rôle:x"] {
             let parsed: Role = serde_json::from_value(json!(raw)).unwrap();
             assert_eq!(parsed, Role::Other(raw.to_owned()));
             assert_eq!(serde_json::to_value(&parsed).unwrap(), json!(raw));

@@ -3,15 +3,122 @@
 //! The one home of every framework's HITL shape: the projection reads a waiting status with
 //! [`read`], the resume path writes the answer with [`answer`].
 //!
+//! Also the home of the marks frameworks put on what is not the answer (`docs/dialects.md`
+//! "Reasoning and usage"): which text parts are the model's reasoning ([`is_thought`]) and
+//! where a model call's token usage travels ([`usage_in`]).
+//!
 //! Invariants: reading never fails (an unknown shape is plain text, its data part kept as the
 //! interrupt's `request`); an answer always has at least one part; a `{"a2aParts": [...]}`
 //! payload is sent verbatim whatever the dialect.
 
 use serde_json::{json, Value};
 
+use super::reply;
 use super::tools::{self, ADK_FUNCTION_CALL, ADK_FUNCTION_RESPONSE, ADK_TYPE};
+use super::usage::Tokens;
 use crate::a2a::model::{Message, Part, PartContent};
 use crate::json::str_at;
+
+/// Part metadata flags marking a text part as the model's reasoning, not its answer:
+/// ADK `adk_thought: true` (`google/adk/a2a/converters/part_converter.py`), kagent-adk
+/// `kagent_thought: true` (`kagent/adk/converters/part_converter.py`).
+const THOUGHT_FLAGS: [&str; 2] = ["adk_thought", "kagent_thought"];
+/// fasta2a's pydantic-ai bridge writes a `ThinkingPart` as a text part with metadata
+/// `{"type": "thinking", "thinking_id", "signature"}` (`fasta2a/pydantic_ai/_bridge.py`).
+const THOUGHT_TYPE: &str = "thinking";
+
+/// Event, message and artifact metadata keys holding a model call's Gemini-style usage
+/// (`GenerateContentResponseUsageMetadata` dumped by alias): ADK (`adk_usage_metadata`,
+/// `google/adk/a2a/converters/event_converter.py`, `from_adk_event.py`) and kagent-adk
+/// (`kagent_usage_metadata`, `kagent/adk/converters/event_converter.py`).
+const USAGE_KEYS: [&str; 2] = ["adk_usage_metadata", "kagent_usage_metadata"];
+/// The metadata key naming the ADK event a report belongs to: every chunk of one model
+/// call is one ADK event, and each chunk repeats the call's usage so far.
+const USAGE_CALL_KEY: &str = "adk_event_id";
+/// Gemini's usage fields (`google.genai.types.GenerateContentResponseUsageMetadata`):
+/// prompt (cached content included), tool-use prompt, candidates (thoughts excluded),
+/// thoughts, cached content.
+const PROMPT_TOKENS: &str = "promptTokenCount";
+const TOOL_USE_PROMPT_TOKENS: &str = "toolUsePromptTokenCount";
+const CANDIDATES_TOKENS: &str = "candidatesTokenCount";
+const THOUGHTS_TOKENS: &str = "thoughtsTokenCount";
+const CACHED_TOKENS: &str = "cachedContentTokenCount";
+
+/// True if `part` is a text part the framework marks as the model's reasoning.
+pub(crate) fn is_thought(part: &Part) -> bool {
+    let Some(meta) = part.metadata.as_ref() else {
+        return false;
+    };
+    matches!(part.content, PartContent::Text(_))
+        && (THOUGHT_FLAGS
+            .iter()
+            .any(|k| meta.get(*k) == Some(&Value::Bool(true)))
+            || str_at(meta, "type") == Some(THOUGHT_TYPE))
+}
+
+/// The text of `parts`, split into the answer and the reasoning (thought parts).
+pub(crate) fn split_text(parts: &[Part]) -> (String, String) {
+    let (mut answer, mut reasoning) = (String::new(), String::new());
+    for part in parts {
+        if let Some(text) = part.as_text() {
+            if is_thought(part) {
+                reasoning.push_str(text);
+            } else {
+                answer.push_str(text);
+            }
+        }
+    }
+    (answer, reasoning)
+}
+
+/// A message's answer text: its text parts without the thoughts (what a question, a task's
+/// status text or a failure message says).
+pub(crate) fn answer_text(message: &Message) -> String {
+    split_text(&message.parts).0
+}
+
+/// One usage report found in metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UsageReport<'a> {
+    /// The model call it belongs to, when the framework names it (ADK's event id).
+    pub call: Option<&'a str>,
+    /// Sent with a streaming chunk (`kagent_adk_partial: true`): the call's final event
+    /// reports it again.
+    pub partial: bool,
+    pub tokens: Tokens,
+}
+
+/// The usage report in `metadata`, if there is one with at least one count.
+pub(crate) fn usage_in(metadata: Option<&Value>) -> Option<UsageReport<'_>> {
+    let meta = metadata?;
+    let usage = USAGE_KEYS.iter().find_map(|k| meta.get(*k))?;
+    let count = |key| count_at(usage, key);
+    let prompt = count(PROMPT_TOKENS);
+    let tool_prompt = count(TOOL_USE_PROMPT_TOKENS);
+    let candidates = count(CANDIDATES_TOKENS);
+    let thoughts = count(THOUGHTS_TOKENS);
+    // AG-UI 1.0 `TokenUsage`: input and output are totals, reasoning is part of the output
+    // (Gemini counts thoughts beside the candidates) and cached part of the input.
+    let tokens = Tokens {
+        input: Tokens::sum(prompt, tool_prompt),
+        output: Tokens::sum(candidates, thoughts),
+        reasoning: thoughts,
+        cached: count(CACHED_TOKENS),
+    };
+    (!tokens.is_empty()).then(|| UsageReport {
+        call: str_at(meta, USAGE_CALL_KEY),
+        partial: reply::marked_partial(Some(meta)),
+        tokens,
+    })
+}
+
+/// A token count: a non-negative number (`120` or protobuf's `120.0`), saturated at
+/// [`Tokens::MAX`]; anything else (a string, a negative or non-finite number) is no count.
+fn count_at(usage: &Value, key: &str) -> Option<u64> {
+    let n = usage.get(key)?.as_f64()?;
+    // `as` saturates a float that does not fit; the bound is AG-UI's safe-integer one.
+    (n.is_finite() && n >= 0.0).then(|| (n as u64).min(Tokens::MAX))
+}
 
 /// The gateway's own structured request (`a2a.input.request`) and answer.
 pub(crate) const GATEWAY_REQUEST: &str = "a2a.input.request";
@@ -135,7 +242,7 @@ pub(crate) fn read(message: Option<&Message>) -> Question {
     };
     let asked = Asked {
         message,
-        text: Some(message.text()).filter(|t| !t.trim().is_empty()),
+        text: Some(answer_text(message)).filter(|t| !t.trim().is_empty()),
         datas,
     };
     read_strands(&asked)
@@ -618,6 +725,67 @@ mod tests {
 
     fn message(parts: Value) -> Message {
         serde_json::from_value(json!({"messageId": "m", "role": "agent", "parts": parts})).unwrap()
+    }
+
+    #[test]
+    fn each_framework_marks_its_thoughts() {
+        let part = |meta: Value| Part {
+            metadata: Some(meta),
+            ..Part::text("hmm")
+        };
+        assert!(is_thought(&part(json!({"adk_thought": true}))));
+        assert!(is_thought(&part(json!({"kagent_thought": true}))));
+        assert!(is_thought(&part(
+            json!({"type": "thinking", "thinking_id": null})
+        )));
+        assert!(!is_thought(&part(json!({"adk_thought": false}))));
+        assert!(!is_thought(&Part::text("hmm")));
+        let data = Part {
+            metadata: Some(json!({"adk_thought": true})),
+            ..Part::data(json!({}))
+        };
+        assert!(!is_thought(&data), "only text is reasoning");
+    }
+
+    #[test]
+    fn a_question_never_shows_the_thinking_before_it() {
+        let m = message(json!([
+            {"kind": "text", "text": "They want to delete. ", "metadata": {"kagent_thought": true}},
+            {"kind": "text", "text": "Approve deleting the pod?"}
+        ]));
+        assert_eq!(
+            read(Some(&m)).text.as_deref(),
+            Some("Approve deleting the pod?")
+        );
+    }
+
+    #[test]
+    fn usage_is_read_from_gemini_counts_and_hostile_values_are_no_counts() {
+        let meta = json!({"adk_event_id": "e1", "adk_usage_metadata": {
+            "promptTokenCount": 120.0, "candidatesTokenCount": 8, "thoughtsTokenCount": 15,
+            "cachedContentTokenCount": 100, "totalTokenCount": 143}});
+        let r = usage_in(Some(&meta)).unwrap();
+        assert_eq!(r.call, Some("e1"));
+        assert!(!r.partial);
+        assert_eq!(
+            r.tokens,
+            Tokens {
+                input: Some(120),
+                output: Some(23),
+                reasoning: Some(15),
+                cached: Some(100)
+            }
+        );
+        let hostile = json!({"kagent_adk_partial": true, "kagent_usage_metadata": {
+            "promptTokenCount": 1e300, "candidatesTokenCount": "many",
+            "thoughtsTokenCount": -5, "cachedContentTokenCount": null}});
+        let r = usage_in(Some(&hostile)).unwrap();
+        assert!(r.partial);
+        assert_eq!(r.tokens.input, Some(Tokens::MAX), "saturated");
+        assert_eq!((r.tokens.output, r.tokens.reasoning), (None, None));
+        let nothing = json!({"adk_usage_metadata": {"totalTokenCount": "x"}});
+        assert_eq!(usage_in(Some(&nothing)), None);
+        assert_eq!(usage_in(Some(&json!({"adk_usage_metadata": "str"}))), None);
     }
 
     #[test]

@@ -3,13 +3,15 @@
 //! with the messages the client holds. Agent turns keep their A2A messageIds, user turns the
 //! ids the client sent (docs/design.md#4-threads-and-contexts), and an artifact's text is the
 //! message the live projection streamed for it ([`artifact_message_id`]), so a snapshot
-//! carries the ids the client already holds. Pure.
+//! carries the ids the client already holds. The agent's reasoning (thought parts) is a
+//! `reasoning` message under the id its live reasoning events had. Pure.
 
 use serde_json::Value;
 
-use super::reply::{self, Piece, Replies, Step};
+use super::dialect;
+use super::reply::{self, Piece, Step, Voice, Voices};
 use super::tools::{self, ToolItem};
-use crate::a2a::model::{Artifact, Message, Part, PartContent, Role, Task};
+use crate::a2a::model::{Artifact, Message, PartContent, Role, Task};
 use crate::agui::{self, event};
 
 /// The key of an artifact within its task (an artifact without an id gets one).
@@ -26,22 +28,25 @@ pub(crate) fn artifact_message_id(task_id: &str, artifact_key: &str) -> String {
     format!("{task_id}:{artifact_key}")
 }
 
-/// Rebuilds one conversation with the live projection's rules: text through [`Replies`]
-/// (one reply, one message), tool calls and results through [`tools`].
+/// Rebuilds one conversation with the live projection's rules: answer and reasoning text
+/// through [`Voices`] (one reply, one message), tool calls and results through [`tools`].
 #[derive(Default)]
 struct Rebuild {
     out: Vec<event::Message>,
-    replies: Replies,
+    voices: Voices,
     seen_tools: std::collections::HashSet<String>,
 }
 
 impl Rebuild {
-    fn steps(&mut self, steps: Vec<Step>) {
-        for step in steps {
+    fn steps(&mut self, steps: Vec<(Voice, Step)>) {
+        for (voice, step) in steps {
             match step {
                 Step::Start { id } => {
-                    let message = event::Message::text(id, agui::Role::Assistant, "");
-                    self.out.push(message);
+                    let role = match voice {
+                        Voice::Answer => agui::Role::Assistant,
+                        Voice::Reasoning => agui::Role::Reasoning,
+                    };
+                    self.out.push(event::Message::text(id, role, ""));
                 }
                 Step::Content { id, delta } => {
                     let message = self.out.iter_mut().rev().find(|m| m.id == id);
@@ -55,7 +60,7 @@ impl Rebuild {
     }
 
     fn close(&mut self) {
-        let steps = self.replies.close();
+        let steps = self.voices.close();
         self.steps(steps);
     }
 
@@ -79,7 +84,7 @@ impl Rebuild {
 
     fn message(&mut self, m: &Message) {
         if m.role == Role::User {
-            let steps = self.replies.new_turn();
+            let steps = self.voices.new_turn();
             self.steps(steps);
             let text = m.text();
             if !text.is_empty() {
@@ -88,35 +93,42 @@ impl Rebuild {
             }
             return;
         }
-        let mut text = String::new();
+        let (text, reasoning) = dialect::split_text(&m.parts);
+        let piece = Piece::Message {
+            complete: reply::marked_complete(m.metadata.as_ref()),
+        };
+        // In the live projection's order: reasoning, calls, text.
+        if !reasoning.is_empty() && !m.message_id.is_empty() {
+            let steps = self
+                .voices
+                .piece(Voice::Reasoning, &m.message_id, &reasoning, piece);
+            self.steps(steps);
+        }
         for part in &m.parts {
-            match &part.content {
-                PartContent::Text(t) => text.push_str(t),
-                PartContent::Data(d) => {
-                    if let Some(item) = tools::read(d, part.metadata.as_ref()) {
-                        self.tool(item);
-                    }
+            if let PartContent::Data(d) = &part.content {
+                if let Some(item) = tools::read(d, part.metadata.as_ref()) {
+                    self.tool(item);
                 }
-                _ => {}
             }
         }
         if !text.is_empty() && !m.message_id.is_empty() {
-            let piece = Piece::Message {
-                complete: reply::marked_complete(m.metadata.as_ref()),
-            };
-            let steps = self.replies.piece(&m.message_id, &text, piece);
+            let steps = self
+                .voices
+                .piece(Voice::Answer, &m.message_id, &text, piece);
             self.steps(steps);
         }
     }
 
     fn artifact(&mut self, task_id: &str, artifact: &Artifact) {
-        let text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
+        let (text, reasoning) = dialect::split_text(&artifact.parts);
         let id = artifact_message_id(task_id, &artifact_key(task_id, artifact));
         let piece = Piece::Artifact {
             append: false,
             last: true,
         };
-        let steps = self.replies.piece(&id, &text, piece);
+        let steps = self.voices.piece(Voice::Reasoning, &id, &reasoning, piece);
+        self.steps(steps);
+        let steps = self.voices.piece(Voice::Answer, &id, &text, piece);
         self.steps(steps);
         // After the text, as the live projection reads it (`tools` module header).
         for item in tools::in_parts(&artifact.parts) {

@@ -7,7 +7,8 @@
 //! - exactly one terminal event (`RUN_FINISHED` or `RUN_ERROR`) comes last, and nothing after;
 //! - every `TEXT_MESSAGE_START` is closed before `RUN_FINISHED`;
 //! - every `STATE_DELTA` applies cleanly to the state before it (checked on the shadow);
-//! - 1.0-only shapes (`cancelled` outcome) only for clients that declared AG-UI 1.0.
+//! - every `REASONING_START` / `REASONING_MESSAGE_START` is closed before the terminal event;
+//! - 1.0-only shapes (`cancelled` outcome, `usage`) only for clients that declared AG-UI 1.0.
 //!
 //! This module holds the run's lifecycle (a [`Phase`]: not started, running with its shadow
 //! state, finished) and the task and status events; a message's parts are [`parts`]', an
@@ -17,15 +18,16 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use super::dialect::{self, Dialect};
+use super::dialect;
+use super::dialect::Dialect;
 use super::interrupt::{self, InterruptId};
-use super::reply::Replies;
+use super::reply::{Voice, Voices};
 use super::state::{self, add, layout, Op, Refusal, Shadow, StateLimits, Writer};
 use super::tools::{self, ToolItem};
+use super::usage::{Tally, Tokens};
 use super::{history, lane};
-use crate::a2a::model::{
-    Message, Part, Role, StatusUpdate, StreamEvent, Task, TaskState, TaskStatus,
-};
+use crate::a2a::model::{Part, Role, StatusUpdate, StreamEvent, Task, TaskState, TaskStatus};
+use crate::agui::event::TokenUsage;
 use crate::agui::input::Message as ClientMessage;
 use crate::agui::{Event, Interrupt, Outcome};
 use crate::error::RunError;
@@ -128,8 +130,11 @@ pub(crate) struct Projector {
     phase: Phase,
     saw_task: bool,
     saw_reply: bool,
-    /// Which AG-UI message each piece of agent text goes to (one reply, one message).
-    replies: Replies,
+    /// Which AG-UI message each piece of agent text, answer or reasoning, goes to (one
+    /// reply, one message).
+    voices: Voices,
+    /// The token usage the agent reported in this run.
+    usage: Tally,
     artifacts: HashMap<String, ArtifactTrack>,
     surfaces: HashSet<String>,
     /// Tool calls and results projected in this run, by call id.
@@ -160,7 +165,8 @@ impl Projector {
             phase: Phase::NotStarted,
             saw_task: false,
             saw_reply: false,
-            replies: Replies::default(),
+            voices: Voices::default(),
+            usage: Tally::default(),
             artifacts: HashMap::new(),
             surfaces: HashSet::new(),
             tool_calls: HashSet::new(),
@@ -281,6 +287,7 @@ impl Projector {
             return out;
         }
         self.only_stale = false;
+        self.count_usage(event);
         match event {
             StreamEvent::Task(task) => self.on_task(task, &mut out),
             StreamEvent::Message(msg) => {
@@ -398,16 +405,26 @@ impl Projector {
                 continue;
             }
             if !m.message_id.is_empty() {
-                self.replies.shown(&m.message_id, &m.text());
+                self.shown(&m.message_id, &m.parts);
             }
             self.tools_shown(&m.parts);
         }
         for artifact in &task.artifacts {
             let key = history::artifact_key(&task.id, artifact);
-            let text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
-            self.replies
-                .shown(&history::artifact_message_id(&task.id, &key), &text);
+            self.shown(
+                &history::artifact_message_id(&task.id, &key),
+                &artifact.parts,
+            );
             self.tools_shown(&artifact.parts);
+        }
+    }
+
+    /// Records the answer and reasoning text of `parts`, from `source`, as already shown.
+    fn shown(&mut self, source: &str, parts: &[Part]) {
+        let (answer, reasoning) = dialect::split_text(parts);
+        self.voices.shown(Voice::Answer, source, &answer);
+        if !reasoning.is_empty() {
+            self.voices.shown(Voice::Reasoning, source, &reasoning);
         }
     }
 
@@ -434,6 +451,7 @@ impl Projector {
             return Vec::new();
         };
         self.accept(&mut out);
+        self.count_task_usage(task);
         let start = after_message_id
             .and_then(|id| task.history.iter().position(|m| m.message_id == id))
             .map_or(task.history.len(), |i| i + 1);
@@ -468,8 +486,65 @@ impl Projector {
         self.ensure_started(&mut out);
         self.close_messages(&mut out);
         self.phase.finish();
-        out.push(Event::run_error(error.code(), error.to_string()));
+        out.push(Event::RunError {
+            message: error.to_string(),
+            code: Some(error.code().into()),
+            usage: self.usage_for_client(),
+        });
         out
+    }
+
+    /// The token usage the agent reported in this run so far (`None`: none).
+    pub(crate) fn usage(&self) -> Option<Tokens> {
+        self.usage.total()
+    }
+
+    /// `usage` of the terminal event: AG-UI 1.0 defines it, so 1.0 clients get it
+    /// (docs/design.md#6-projection-a2a-to-ag-ui); older ones get none.
+    fn usage_for_client(&self) -> Option<Vec<TokenUsage>> {
+        let usage = self.usage.total().filter(|_| self.frame.v1_client)?;
+        Some(vec![usage.to_wire()])
+    }
+
+    /// Takes the usage reports of one upstream event (`usage` module header: a report on
+    /// the event itself, else on its message or artifact).
+    fn count_usage(&mut self, event: &StreamEvent) {
+        let (report, on_task) = match event {
+            StreamEvent::Task(task) => return self.count_task_usage(task),
+            StreamEvent::Message(m) => (dialect::usage_in(m.metadata.as_ref()), false),
+            StreamEvent::StatusUpdate(u) => {
+                let message = u.status.message.as_ref().and_then(|m| m.metadata.as_ref());
+                let last = u.status.state.is_terminal() || u.status.state.is_interrupted();
+                let report =
+                    dialect::usage_in(u.metadata.as_ref()).or_else(|| dialect::usage_in(message));
+                (report, last)
+            }
+            StreamEvent::ArtifactUpdate(a) => {
+                let report = dialect::usage_in(a.metadata.as_ref())
+                    .or_else(|| dialect::usage_in(a.artifact.metadata.as_ref()));
+                (report, false)
+            }
+            StreamEvent::Unknown(_) => (None, false),
+        };
+        if let Some(report) = report {
+            self.usage.report(report, on_task);
+        }
+    }
+
+    /// A task snapshot's reports: every one repeats what its calls reported.
+    fn count_task_usage(&mut self, task: &Task) {
+        let status = task
+            .status
+            .message
+            .as_ref()
+            .and_then(|m| m.metadata.as_ref());
+        let reports = [task.metadata.as_ref(), status]
+            .into_iter()
+            .chain(task.artifacts.iter().map(|a| a.metadata.as_ref()))
+            .filter_map(dialect::usage_in);
+        for report in reports {
+            self.usage.report(report, true);
+        }
     }
 
     /// Ends the run as cancelled: `{type: "cancelled"}` for 1.0 clients, a plain
@@ -576,7 +651,8 @@ impl Projector {
             // A question's data parts are the interrupt's request, not events of their own.
             self.on_message(msg, state.is_interrupted(), out);
         }
-        let status_text = status.message.as_ref().map(Message::text);
+        // The status text without its thoughts: `/a2a/task`, a failure's message.
+        let status_text = status.message.as_ref().map(dialect::answer_text);
         // docs/design.md#6-projection-a2a-to-ag-ui: `/a2a/task` when the state changes, and
         // on the task's last status — not for every chunk of a working task.
         let last = state.is_terminal() || state.is_interrupted();
@@ -701,6 +777,7 @@ impl Projector {
             thread_id: self.frame.thread_id.clone(),
             run_id: self.frame.run_id.clone(),
             outcome: self.frame.v1_client.then_some(outcome),
+            usage: self.usage_for_client(),
         });
     }
 
@@ -736,6 +813,7 @@ impl Projector {
             outcome: Some(Outcome::Interrupt {
                 interrupts: vec![Interrupt::from(&pending)],
             }),
+            usage: self.usage_for_client(),
         });
     }
 }

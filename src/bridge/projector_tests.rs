@@ -127,6 +127,10 @@ fn check_invariants(events: &[Value]) {
     let mut state = Value::Null;
     let mut open = HashSet::new();
     let mut seen = HashSet::new();
+    // Reasoning spans and messages (`@ag-ui/client` 1.0.0's verifier refuses a terminal
+    // event while one is open).
+    let mut spans = HashSet::new();
+    let mut thinking = HashSet::new();
     for e in events {
         no_nulls(e, e["type"].as_str().unwrap());
         match e["type"].as_str().unwrap() {
@@ -146,7 +150,37 @@ fn check_invariants(events: &[Value]) {
                 assert_ne!(e["delta"], "", "empty delta");
             }
             "TEXT_MESSAGE_END" => assert!(open.remove(e["messageId"].as_str().unwrap())),
-            "RUN_FINISHED" => assert!(open.is_empty(), "open messages at RUN_FINISHED: {open:?}"),
+            "REASONING_START" => {
+                let id = e["messageId"].as_str().unwrap().to_owned();
+                assert!(seen.insert(id.clone()), "reasoning {id} started twice");
+                assert!(spans.insert(id));
+            }
+            "REASONING_MESSAGE_START" => {
+                assert_eq!(e["role"], "reasoning");
+                let id = e["messageId"].as_str().unwrap();
+                assert!(spans.contains(id), "a reasoning message inside its span");
+                assert!(thinking.insert(id.to_owned()));
+            }
+            "REASONING_MESSAGE_CONTENT" => {
+                assert!(thinking.contains(e["messageId"].as_str().unwrap()));
+                assert_ne!(e["delta"], "", "empty delta");
+            }
+            "REASONING_MESSAGE_END" => assert!(thinking.remove(e["messageId"].as_str().unwrap())),
+            "REASONING_END" => {
+                let id = e["messageId"].as_str().unwrap();
+                assert!(
+                    !thinking.contains(id),
+                    "span {id} closed before its message"
+                );
+                assert!(spans.remove(id));
+            }
+            "RUN_FINISHED" | "RUN_ERROR" => {
+                assert!(open.is_empty(), "open messages at the end: {open:?}");
+                assert!(
+                    spans.is_empty() && thinking.is_empty(),
+                    "open reasoning at the end: {spans:?}"
+                );
+            }
             _ => {}
         }
     }
@@ -1323,4 +1357,224 @@ fn state_updates_in_a_question_still_apply() {
         "the request is no RAW event"
     );
     assert_eq!(terminal(&events)["outcome"]["type"], "interrupt");
+}
+
+// Reasoning and token usage (docs/mapping.md, the reasoning and usage rows, "Token usage"),
+// over the think script recorded from ADK 2.13 (`tests/frameworks/adk/record.py`, both
+// executors) and kagent-adk 0.10.4 (`tests/frameworks/kagent/record.py`).
+
+/// Reasoning text per reasoning message id, in order of first appearance.
+fn reasoning(events: &[Value]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in events {
+        let id = e["messageId"].as_str().unwrap_or_default().to_owned();
+        match e["type"].as_str().unwrap() {
+            "REASONING_MESSAGE_START" => out.push((id, String::new())),
+            "REASONING_MESSAGE_CONTENT" => {
+                let slot = out.iter_mut().find(|(i, _)| *i == id).unwrap();
+                slot.1.push_str(e["delta"].as_str().unwrap());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+const THINK_RUNS: [(&str, [&str; 2], &str); 3] = [
+    (
+        "frameworks/adk/think.sse",
+        [
+            "The user wants the weather. I should call get_weather.",
+            "The tool says sunny.",
+        ],
+        "It is sunny in Paris.",
+    ),
+    (
+        "frameworks/adk/executor-v2/think.sse",
+        [
+            "The user wants the weather. I should call get_weather.",
+            "The tool says sunny.",
+        ],
+        "It is sunny in Paris.",
+    ),
+    (
+        "frameworks/kagent/think.sse",
+        [
+            "The user wants the weather. I should call get_weather.",
+            "The tool says sunny.",
+        ],
+        "It is sunny in Paris.",
+    ),
+];
+
+#[test]
+fn thought_parts_are_reasoning_and_never_answer_text() {
+    for v1_client in [true, false] {
+        for (path, thoughts, answer) in THINK_RUNS {
+            let events = project_with(path, frame(v1_client));
+            let said: Vec<String> = reasoning(&events).into_iter().map(|(_, t)| t).collect();
+            assert_eq!(said, thoughts, "{path}: one reasoning message per stretch");
+            let replies: Vec<String> = texts(&events).into_iter().map(|(_, t)| t).collect();
+            assert_eq!(
+                replies,
+                [answer],
+                "{path}: the thoughts stay out of the answer"
+            );
+            // Thinking, then the call, then thinking again, then the answer.
+            let order: Vec<&str> = types(&events)
+                .into_iter()
+                .filter(|t| {
+                    ["REASONING_START", "TOOL_CALL_START", "TEXT_MESSAGE_START"].contains(t)
+                })
+                .collect();
+            assert_eq!(
+                order,
+                [
+                    "REASONING_START",
+                    "TOOL_CALL_START",
+                    "REASONING_START",
+                    "TEXT_MESSAGE_START"
+                ],
+                "{path}"
+            );
+            for (id, _) in reasoning(&events) {
+                assert!(id.ends_with(":reasoning"), "{path}: {id}");
+            }
+        }
+    }
+}
+
+#[test]
+fn usage_is_summed_per_model_call_for_v1_clients_only() {
+    // The same two model calls: ADK reports each on every chunk (its running total) and again
+    // on its final event; kagent once per call, then the last call's once more on the final
+    // status.
+    let usage = &json!([{"inputTokens": 270, "outputTokens": 34, "totalTokens": 304,
+        "reasoningTokens": 20, "cachedInputTokens": 200}]);
+    for path in [
+        "frameworks/adk/think.sse",
+        "frameworks/adk/executor-v2/think.sse",
+        "frameworks/kagent/think.sse",
+    ] {
+        let events = project(path);
+        assert_eq!(terminal(&events)["usage"], *usage, "{path}");
+        let (mut p, mut out) = feed(path, frame(false));
+        out.extend(p.end_of_stream().unwrap_or_default());
+        let old = checked(&out);
+        assert!(old.iter().all(|e| e.get("usage").is_none()), "{path}");
+        let counted = p
+            .usage()
+            .map(|t| serde_json::to_value(t.to_wire()).unwrap());
+        assert_eq!(
+            counted.as_ref(),
+            usage.get(0),
+            "{path}: counted all the same"
+        );
+    }
+    let plain = project("frameworks/adk/tool.sse");
+    assert!(
+        terminal(&plain).get("usage").is_none(),
+        "no report, no usage"
+    );
+}
+
+#[test]
+fn a_failed_run_carries_the_usage_accrued_before() {
+    let mut p = Projector::new(frame(true));
+    let mut out = Vec::new();
+    for item in items("frameworks/adk/think.sse").into_iter().take(4) {
+        out.extend(p.apply(&item.unwrap()));
+    }
+    out.extend(p.fail(&RunError::UpstreamStreamEnded("cut".into())));
+    let events = checked(&out);
+    assert_eq!(terminal(&events)["type"], "RUN_ERROR");
+    assert_eq!(
+        terminal(&events)["usage"],
+        json!([{"inputTokens": 120, "outputTokens": 0, "totalTokens": 120,
+            "reasoningTokens": 0, "cachedInputTokens": 100}])
+    );
+}
+
+#[test]
+fn hostile_usage_neither_crashes_nor_overflows() {
+    let status = |usage: Value| {
+        json!({"statusUpdate": {"taskId": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_WORKING"},
+            "metadata": {"adk_usage_metadata": usage}}})
+    };
+    let results = [
+        status(json!({"promptTokenCount": 1e308, "candidatesTokenCount": 1e308})),
+        status(json!({"promptTokenCount": 9_007_199_254_740_991u64, "thoughtsTokenCount": "lots"})),
+        status(json!({"promptTokenCount": -3, "candidatesTokenCount": [1]})),
+        status(json!("not an object")),
+        json!({"statusUpdate": {"taskId": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED"}}}),
+    ];
+    let events = project_results(&results, frame(true));
+    let max = crate::bridge::usage::Tokens::MAX;
+    assert_eq!(
+        terminal(&events)["usage"],
+        json!([{"inputTokens": max, "outputTokens": max, "totalTokens": max}])
+    );
+}
+
+#[test]
+fn a_rebuilt_thread_shows_the_reasoning_of_the_live_run() {
+    for (live, get) in [
+        ("frameworks/adk/think.sse", "frameworks/adk/think-get.json"),
+        (
+            "frameworks/adk/executor-v2/think.sse",
+            "frameworks/adk/executor-v2/think-get.json",
+        ),
+        (
+            "frameworks/kagent/think.sse",
+            "frameworks/kagent/think-get.json",
+        ),
+    ] {
+        let events = project(live);
+        let task = task_of(get);
+        let messages = rebuilt_json(&[&task]);
+        let thoughts: Vec<(String, String)> = messages
+            .iter()
+            .filter(|m| m["role"] == "reasoning")
+            .map(|m| {
+                (
+                    m["id"].as_str().unwrap().into(),
+                    m["content"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            thoughts,
+            reasoning(&events),
+            "{get}: the live run's ids and text"
+        );
+        let answers: Vec<(String, String)> = messages
+            .iter()
+            .filter(|m| m["role"] == "assistant" && m["content"].is_string())
+            .map(|m| {
+                (
+                    m["id"].as_str().unwrap().into(),
+                    m["content"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(answers, texts(&events), "{get}");
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                "user",
+                "reasoning",
+                "assistant",
+                "tool",
+                "reasoning",
+                "assistant"
+            ],
+            "{get}: in the live order"
+        );
+    }
 }

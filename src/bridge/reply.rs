@@ -35,6 +35,15 @@ pub(crate) fn marked_complete(metadata: Option<&serde_json::Value>) -> bool {
     })
 }
 
+/// True if the agent marked a message as a streaming chunk (`kagent_adk_partial: true`).
+pub(crate) fn marked_partial(metadata: Option<&serde_json::Value>) -> bool {
+    metadata.is_some_and(|m| {
+        PARTIAL_KEYS
+            .iter()
+            .any(|k| m.get(*k) == Some(&serde_json::Value::Bool(true)))
+    })
+}
+
 /// What to do with the AG-UI text messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Step {
@@ -132,13 +141,6 @@ pub(crate) fn same_text(a: &str, b: &str) -> bool {
 }
 
 impl Replies {
-    /// A new turn (a user message came): nothing open, nothing to echo.
-    pub(crate) fn new_turn(&mut self) -> Vec<Step> {
-        let out = self.close();
-        *self = Self::default();
-        out
-    }
-
     fn mark_done(&mut self, source: &str) {
         let key = self.id_hasher.hash_one(source);
         self.done_sources.insert(key);
@@ -387,6 +389,95 @@ impl Replies {
         self.echo = None;
         out.extend(self.close());
         self.start(source, &all, out);
+    }
+}
+
+/// Whose text a piece is: the agent's answer, or its reasoning (the parts a framework marks
+/// as thoughts, `dialect::is_thought`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Voice {
+    Answer,
+    Reasoning,
+}
+
+/// The suffix of a reasoning message's id: the A2A message (or artifact) that carries both
+/// a thought and an answer gives each its own AG-UI message.
+const REASONING_ID_SUFFIX: &str = ":reasoning";
+
+impl Voice {
+    /// The AG-UI id of this voice's message for the A2A `source`.
+    fn message_id(self, source: &str) -> std::borrow::Cow<'_, str> {
+        match self {
+            Voice::Answer => source.into(),
+            Voice::Reasoning => format!("{source}{REASONING_ID_SUFFIX}").into(),
+        }
+    }
+}
+
+/// The two voices of one turn, each under the reply rule ([`Replies`]): one message streams
+/// at a time, so a message of one voice starting closes the other's open message (thinking,
+/// then answering, then thinking again are three messages). The live projection and the
+/// history rebuild both speak through it, so both yield the same messages.
+#[derive(Debug, Default)]
+pub(crate) struct Voices {
+    answer: Replies,
+    reasoning: Replies,
+}
+
+impl Voices {
+    fn of(&mut self, voice: Voice) -> (&mut Replies, &mut Replies) {
+        match voice {
+            Voice::Answer => (&mut self.answer, &mut self.reasoning),
+            Voice::Reasoning => (&mut self.reasoning, &mut self.answer),
+        }
+    }
+
+    /// One piece of `voice`'s text from `source`.
+    pub(crate) fn piece(
+        &mut self,
+        voice: Voice,
+        source: &str,
+        text: &str,
+        piece: Piece,
+    ) -> Vec<(Voice, Step)> {
+        let id = voice.message_id(source);
+        let (this, other) = self.of(voice);
+        let steps = this.piece(&id, text, piece);
+        let mut out = Vec::new();
+        if steps.iter().any(|s| matches!(s, Step::Start { .. })) {
+            let other_voice = match voice {
+                Voice::Answer => Voice::Reasoning,
+                Voice::Reasoning => Voice::Answer,
+            };
+            out.extend(other.close().into_iter().map(|s| (other_voice, s)));
+        }
+        out.extend(steps.into_iter().map(|s| (voice, s)));
+        out
+    }
+
+    /// Closes whatever is open and seals both (a tool call, an interrupt, the end).
+    pub(crate) fn close(&mut self) -> Vec<(Voice, Step)> {
+        let mut out: Vec<(Voice, Step)> = self
+            .reasoning
+            .close()
+            .into_iter()
+            .map(|s| (Voice::Reasoning, s))
+            .collect();
+        out.extend(self.answer.close().into_iter().map(|s| (Voice::Answer, s)));
+        out
+    }
+
+    /// A new turn: nothing open, nothing to echo.
+    pub(crate) fn new_turn(&mut self) -> Vec<(Voice, Step)> {
+        let out = self.close();
+        *self = Self::default();
+        out
+    }
+
+    /// Marks `source`'s text in `voice` as already shown ([`Replies::shown`]).
+    pub(crate) fn shown(&mut self, voice: Voice, source: &str, text: &str) {
+        let id = voice.message_id(source);
+        self.of(voice).0.shown(&id, text);
     }
 }
 

@@ -145,6 +145,7 @@ mod tests {
             thread_id: "t".into(),
             run_id: "r".into(),
             outcome: None,
+            usage: None,
         }
     }
 

@@ -1,8 +1,9 @@
 //! What a run hands on and measures: [`Sink`] passes event batches to the response (a client
 //! that takes nothing for `timeouts.client_write` is gone: [`Disconnected`]), and
 //! [`RunMeter`] records the run once (docs/design.md §10): events sent, how it ended, how
-//! long it took, and what the run span's end says of the task — when the terminal event goes
-//! out, or when the run is dropped without one (the client left).
+//! long it took, the tokens its agent reported using, and what the run span's end says of
+//! the task — when the terminal event goes out, or when the run is dropped without one (the
+//! client left).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,8 +12,9 @@ use tokio::sync::mpsc;
 
 use crate::agui::{Event, Outcome};
 use crate::bridge::state::TaskEntry;
+use crate::bridge::usage::Tokens;
 use crate::bridge::Projector;
-use crate::metrics::{Metrics, RunOutcome};
+use crate::metrics::{Metrics, RunOutcome, TokenKind};
 use crate::telemetry::{RunEnd, RunTrace};
 
 /// The run's measures (docs/design.md#10-observability): events sent, how it ended, how long
@@ -34,6 +36,8 @@ pub(super) struct TaskFacts {
     pub(super) context_id: Option<String>,
     pub(super) task_id: Option<String>,
     pub(super) state: Option<String>,
+    /// The token usage the agent reported (`agui_gateway_tokens_total`).
+    pub(super) usage: Option<Tokens>,
 }
 
 impl RunMeter {
@@ -65,6 +69,7 @@ impl RunMeter {
         if let Ok(mut facts) = self.task.lock() {
             facts.context_id = projector.context_id().map(str::to_owned);
             facts.task_id = projector.task_id().map(str::to_owned);
+            facts.usage = projector.usage();
             facts.state = projector
                 .state()
                 .and_then(TaskEntry::of)
@@ -85,12 +90,24 @@ impl Drop for RunMeter {
             code.as_deref(),
             self.started.elapsed(),
         );
+        let facts = self
+            .task
+            .lock()
+            .map(|mut f| std::mem::take(&mut *f))
+            .unwrap_or_default();
+        if let Some(usage) = facts.usage {
+            for (kind, n) in [
+                (TokenKind::Input, usage.input),
+                (TokenKind::Output, usage.output),
+                (TokenKind::Reasoning, usage.reasoning),
+                (TokenKind::Cached, usage.cached),
+            ] {
+                if let Some(n) = n {
+                    self.metrics.tokens_used(&self.agent, kind, n);
+                }
+            }
+        }
         if let Some(trace) = &self.trace {
-            let facts = self
-                .task
-                .lock()
-                .map(|mut f| std::mem::take(&mut *f))
-                .unwrap_or_default();
             trace.end(RunEnd {
                 context_id: facts.context_id.as_deref(),
                 task_id: facts.task_id.as_deref(),

@@ -11,7 +11,10 @@
 //! Scripts (first word of the latest user message): `hello` streams "Hello from <fw>. This
 //! reply arrives in chunks."; `tool` calls get_weather(city=Paris) then says "It is sunny in
 //! Paris."; `approve` asks "Approve sending the report?" in the framework's own HITL shape
-//! and then says "Done: <answer>.". Peers are installed by `scripts/test`.
+//! and then says "Done: <answer>."; `think` (ADK, and kagent-adk 0.10.4, whose peer knows only
+//! `hello` and `think`) thinks, calls get_weather, thinks again and says "It is sunny in
+//! Paris.", reporting Gemini-style usage on every model response. Peers are installed by
+//! `scripts/test`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -39,7 +42,7 @@ const DRIVE_WITHIN: Duration = Duration::from_secs(90);
 
 /// Every peer this file starts: (framework, mode, A2A version it speaks, the binding its
 /// card offers).
-const PEERS: [(&str, &str, &str, Binding); 8] = [
+const PEERS: [(&str, &str, &str, Binding); 9] = [
     ("adk", "sse", "1.0", Binding::JsonRpc),
     ("adk", "none", "1.0", Binding::JsonRpc),
     // ADK's new executor (model streaming `sse`): text and tool calls travel in artifacts.
@@ -50,6 +53,8 @@ const PEERS: [(&str, &str, &str, Binding); 8] = [
     ("a2a_js", "jsonrpc", "1.0", Binding::JsonRpc),
     // `agent.mjs --binding rest`: the SDK's `restHandler` under a path prefix.
     ("a2a_js", "rest", "1.0", Binding::HttpJson),
+    // kagent-adk 0.10.4's own KAgentApp (in-memory sessions), model not streamed: `think` only.
+    ("kagent", "default", "0.3", Binding::JsonRpc),
 ];
 
 /// A running framework peer; lives for the whole test binary (it exits with it:
@@ -568,6 +573,172 @@ async fn adk_v2_tool_call_and_result_reach_the_client_and_reload_the_same() {
         brief(&run.step),
         detail["messages"]
     );
+}
+
+/// The thoughts of ADK's `think` script (tests/frameworks/adk/agent.py), one reasoning
+/// message per stretch of thinking.
+const ADK_THOUGHTS: [&str; 2] = [
+    "The user wants the weather. I should call get_weather.",
+    "The tool says sunny.",
+];
+
+/// `(id, content)` of a step's messages of `role`.
+fn messages_of(step: &Value, role: &str) -> Vec<(String, String)> {
+    step["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == role)
+        .map(|m| (m["id"].as_str().unwrap_or("?").into(), content(m).into()))
+        .collect()
+}
+
+/// One `agui_gateway_tokens_total` series.
+async fn tokens_counted(gw: &Gateway, agent: &str, kind: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", gw.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = format!("agui_gateway_tokens_total{{agent=\"{agent}\",kind=\"{kind}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{series}` in /metrics:\n{text}"))
+}
+
+/// A thinking model behind the gateway (ADK or kagent), judged by `@ag-ui/client` 1.0.0: the
+/// thoughts arrive as reasoning messages and never inside the answer, the usage of both model
+/// calls is on `RUN_FINISHED` and in `agui_gateway_tokens_total`, and the thread detail and,
+/// over A2A 1.0, a second client on the thread (a pick-up: `MESSAGES_SNAPSHOT` of the earlier
+/// turn; 0.3 has no ListTasks to pick up from) show the same reasoning under the same ids;
+/// every stream passes the client's verifier.
+async fn think(fw: &str, mode: &str) {
+    let p = peer(fw, mode);
+    let (gw, url) = gateway_for(fw, p).await;
+    let thread = thread(&format!("think-{fw}-{mode}"));
+    let mut steps = drive_steps(
+        &url,
+        &thread,
+        json!([{"message": "think about the weather in Paris"}]),
+    )
+    .await;
+    let step = steps.remove(0);
+    let what = format!("{fw} {mode} think (peer log {})", p.log.display());
+    assert_finished(&step, "success", &what);
+    assert_reply_once(&step, SUNNY, &what);
+    let thoughts = messages_of(&step, "reasoning");
+    let texts: Vec<&str> = thoughts.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts, ADK_THOUGHTS, "{what}:{}", brief(&step));
+    for m in assistant_messages(&step) {
+        assert!(
+            !content(m).contains("get_weather.") && !content(m).contains("says sunny"),
+            "{what}: a thought inside the answer: {m}"
+        );
+    }
+    let types = event_types(&step);
+    for kind in [
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+    ] {
+        assert!(types.iter().any(|t| t == kind), "{what}: no {kind}");
+    }
+    assert_eq!(
+        last_event(&step)["usage"],
+        json!([{"inputTokens": 270, "outputTokens": 34, "totalTokens": 304,
+            "reasoningTokens": 20, "cachedInputTokens": 200}]),
+        "{what}: the usage of both model calls, each counted once"
+    );
+    for (kind, n) in [
+        ("input", 270),
+        ("output", 34),
+        ("reasoning", 20),
+        ("cached", 200),
+    ] {
+        assert_eq!(tokens_counted(&gw, fw, kind).await, n, "{what}: {kind}");
+    }
+    let detail = get_json(&format!("{url}/threads/{thread}")).await;
+    let shown: Vec<(String, String)> = detail["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "reasoning")
+        .map(|m| (m["id"].as_str().unwrap().into(), content(m).into()))
+        .collect();
+    assert_eq!(shown, thoughts, "{what}: the thread detail's reasoning");
+    if p.protocol != "1.0" {
+        return;
+    }
+
+    // A second client on the thread holds nothing: the run picks the conversation up.
+    let mut again = drive_steps(&url, &thread, json!([{"message": "hello"}])).await;
+    let again = again.remove(0);
+    assert_finished(&again, "success", &format!("{what}, picked up"));
+    assert!(
+        event_types(&again).contains(&"MESSAGES_SNAPSHOT".to_owned()),
+        "{what}: no pick-up:{}",
+        brief(&again)
+    );
+    assert_eq!(
+        messages_of(&again, "reasoning"),
+        thoughts,
+        "{what}: the picked-up thread's reasoning"
+    );
+}
+
+/// CopilotKit's own client (`@copilotkitnext/core` 1.54 on `@ag-ui/client` 0.0.48, which sends
+/// no `protocolVersion`) on the same thinking agent: it accepts the reasoning events live and
+/// the reasoning messages of a reload's `connect` replay, and gets no `usage`.
+#[tokio::test(flavor = "multi_thread")]
+async fn adk_thinking_reaches_copilotkits_own_client_live_and_on_reload() {
+    let p = peer("adk", "sse");
+    let (gw, _url) = gateway_for("adk", p).await;
+    let steps = copilotkit_session(json!({
+        "runtimeUrl": format!("{}/copilotkit", gw.base),
+        "agentId": "adk",
+        "threadId": thread("think-adk-copilotkit"),
+        "steps": [{"run": "think about the weather in Paris"}, {"reload": true}],
+    }))
+    .await;
+    for (n, step) in steps.iter().enumerate() {
+        let what = format!("copilotkit step {n}: {step}");
+        assert_eq!(step["errors"], json!([]), "{what}");
+        assert_eq!(step["warnings"], json!([]), "{what}");
+        let thoughts: Vec<String> = messages_of(step, "reasoning")
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(thoughts, ADK_THOUGHTS, "{what}");
+        let answers: Vec<String> = messages_of(step, "assistant")
+            .into_iter()
+            .map(|(_, t)| t)
+            .filter(|t| !t.is_empty())
+            .collect();
+        assert_eq!(answers, [SUNNY], "{what}");
+        assert!(
+            last_event(step).get("usage").is_none(),
+            "{what}: usage is AG-UI 1.0's"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adk_sse_thinking_is_reasoning_with_usage_and_replays_the_same() {
+    think("adk", "sse").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adk_v2_thinking_is_reasoning_with_usage_and_replays_the_same() {
+    think("adk", "v2").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kagent_thinking_is_reasoning_with_usage_and_reloads_the_same() {
+    think("kagent", "default").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -6,13 +6,14 @@
 
 use serde_json::{json, Map, Value};
 
+use super::super::dialect;
 use super::super::history;
-use super::super::reply::Piece;
+use super::super::reply::{Piece, Voice};
 use super::super::state::{self, add, layout, Refusal, Writer};
 use super::super::tools;
 use super::parts::{part_json, part_size, raw_event};
 use super::Projector;
-use crate::a2a::model::{Artifact, ArtifactUpdate, Part};
+use crate::a2a::model::{Artifact, ArtifactUpdate};
 use crate::agui::Event;
 use crate::error::RunError;
 use json_patch::jsonptr::PointerBuf;
@@ -99,7 +100,8 @@ impl Projector {
             return;
         }
         let key = history::artifact_key(task_id, artifact);
-        let chunk_text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
+        // The artifact's `text` is its answer; its thought parts stream as reasoning.
+        let (chunk_text, reasoning) = dialect::split_text(&artifact.parts);
         let known = self.artifacts.contains_key(&key);
         let mut ops = Vec::new();
         if append && known {
@@ -158,7 +160,13 @@ impl Projector {
             append: append && known,
             last: last_chunk,
         };
-        let steps = self.replies.piece(&message_id, &chunk_text, piece);
+        let steps = self
+            .voices
+            .piece(Voice::Reasoning, &message_id, &reasoning, piece);
+        self.emit_steps(steps, out);
+        let steps = self
+            .voices
+            .piece(Voice::Answer, &message_id, &chunk_text, piece);
         self.emit_steps(steps, out);
         // ADK's new executor sends its function calls and responses as artifacts: tool calls
         // as in a message, after the chunk's text (`tools` module header).

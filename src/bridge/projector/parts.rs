@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use super::super::dialect::{self};
-use super::super::reply::{self, Piece, Step};
+use super::super::reply::{self, Piece, Step, Voice};
 use super::super::state::{add, layout, Op, Refusal, Writer};
 use super::super::tools::{self, ToolItem};
 use super::Projector;
@@ -90,20 +90,35 @@ impl Projector {
         if msg.role == Role::User {
             return;
         }
-        let mut text = String::new();
+        let (text, reasoning) = dialect::split_text(&msg.parts);
+        let id = (!text.is_empty() || !reasoning.is_empty()).then(|| self.message_id_of(msg));
+        let piece = Piece::Message {
+            complete: reply::marked_complete(msg.metadata.as_ref()),
+        };
+        // The model thinks before it acts: its reasoning first, then its calls, then its text.
+        if let (Some(id), false) = (&id, reasoning.is_empty()) {
+            let steps = self.voices.piece(Voice::Reasoning, id, &reasoning, piece);
+            self.emit_steps(steps, out);
+        }
         for part in &msg.parts {
             match &part.content {
-                PartContent::Text(t) => text.push_str(t),
+                PartContent::Text(_) => {}
                 // A question's own data is its request; calls and state updates still apply.
                 PartContent::Data(d) if asking && !is_agent_update(d, part) => {}
                 PartContent::Data(d) => self.on_data_part(d, part, out),
                 _ => out.push(raw_event(json!({"part": part_json(part)}))),
             }
         }
-        if text.is_empty() {
-            return;
+        if let (Some(id), false) = (id, text.is_empty()) {
+            let steps = self.voices.piece(Voice::Answer, &id, &text, piece);
+            self.emit_steps(steps, out);
         }
-        let id = if msg.message_id.is_empty() {
+    }
+
+    /// The id of an agent message's text: its messageId, or one made up for a message
+    /// without one.
+    fn message_id_of(&mut self, msg: &Message) -> String {
+        if msg.message_id.is_empty() {
             self.anonymous += 1;
             format!(
                 "{}-message-{}",
@@ -112,40 +127,59 @@ impl Projector {
             )
         } else {
             msg.message_id.clone()
-        };
-        let piece = Piece::Message {
-            complete: reply::marked_complete(msg.metadata.as_ref()),
-        };
-        let steps = self.replies.piece(&id, &text, piece);
-        self.emit_steps(steps, out);
+        }
     }
 
-    /// Turns reply steps into text events, counting new text against
+    /// Turns reply steps into text events (the answer) and reasoning events (the thoughts:
+    /// one reasoning span per reasoning message), counting new text of both against
     /// `limits.max_text_bytes_per_run`.
-    pub(super) fn emit_steps(&mut self, steps: Vec<Step>, out: &mut Vec<Event>) {
+    pub(super) fn emit_steps(&mut self, steps: Vec<(Voice, Step)>, out: &mut Vec<Event>) {
         for step in steps {
             match step {
-                Step::Start { id } => out.push(Event::TextMessageStart {
+                (Voice::Answer, Step::Start { id }) => out.push(Event::TextMessageStart {
                     message_id: id,
                     role: agui::Role::Assistant,
                 }),
-                Step::Content { id, delta } => {
+                (Voice::Reasoning, Step::Start { id }) => {
+                    out.push(Event::ReasoningStart {
+                        message_id: id.clone(),
+                    });
+                    out.push(Event::ReasoningMessageStart {
+                        message_id: id,
+                        role: agui::Role::Reasoning,
+                    });
+                }
+                (voice, Step::Content { id, delta }) => {
                     if !self.charge_text(delta.len(), out) {
                         return;
                     }
-                    out.push(Event::TextMessageContent {
-                        message_id: id,
-                        delta,
+                    out.push(match voice {
+                        Voice::Answer => Event::TextMessageContent {
+                            message_id: id,
+                            delta,
+                        },
+                        Voice::Reasoning => Event::ReasoningMessageContent {
+                            message_id: id,
+                            delta,
+                        },
                     });
                 }
-                Step::End { id } => out.push(Event::TextMessageEnd { message_id: id }),
+                (Voice::Answer, Step::End { id }) => {
+                    out.push(Event::TextMessageEnd { message_id: id })
+                }
+                (Voice::Reasoning, Step::End { id }) => {
+                    out.push(Event::ReasoningMessageEnd {
+                        message_id: id.clone(),
+                    });
+                    out.push(Event::ReasoningEnd { message_id: id });
+                }
             }
         }
     }
 
-    /// Closes the open text message (a tool call, an interrupt, the run's end).
+    /// Closes the open text or reasoning message (a tool call, an interrupt, the run's end).
     pub(super) fn close_messages(&mut self, out: &mut Vec<Event>) {
-        let steps = self.replies.close();
+        let steps = self.voices.close();
         self.emit_steps(steps, out);
     }
 

@@ -13,6 +13,9 @@ Scripted by the first word of the latest user text (case-insensitive):
 - hello / anything else: "Hello from adk. This reply arrives in chunks."
 - tool: calls FunctionTool get_weather(city="Paris") -> {"forecast": "sunny"}, then
   "It is sunny in Paris."
+- think: thinks (thought parts), calls get_weather(city="Paris"), thinks again, then
+  "It is sunny in Paris."; every model response reports Gemini-style usage_metadata
+  (THINK_USAGE), as ADK's Gemini model passes it on.
 - approve: calls LongRunningFunctionTool ask_for_approval(question="Approve sending the
   report?") -> {"status": "pending", ...}; the A2A task ends input-required. Resume with a
   function_response data part (same id/name); the model then replies "Done: <answer>.".
@@ -58,6 +61,11 @@ NAME = "adk"
 HELLO = ["Hello from adk.", " This reply", " arrives in chunks."]
 WEATHER = ["It is sunny", " in Paris."]
 QUESTION = "Approve sending the report?"
+THINK_FIRST = ["The user wants the weather.", " I should call get_weather."]
+THINK_AFTER = ["The tool says sunny."]
+# Per model call of the think script: (prompt, candidates, thoughts, cached). Gemini reports
+# candidatesTokenCount without the thoughts; totalTokenCount = prompt + candidates + thoughts.
+THINK_USAGE = {"call": (120, 8, 15, 100), "answer": (150, 6, 5, 100)}
 
 
 def get_weather(city: str) -> dict:
@@ -81,6 +89,33 @@ def answer_of(response: dict) -> str:
     return json.dumps(response, sort_keys=True)
 
 
+def thinking(contents) -> bool:
+    """True if the turn's user text is the think script."""
+    for content in reversed(contents):
+        if content.role == "user":
+            text = " ".join(p.text for p in content.parts or [] if p.text)
+            if text:
+                return text.split()[0].lower() == "think"
+    return False
+
+
+def usage_metadata(usage, done=True):
+    """Gemini's usage report for one model call (None without one); before the last chunk
+    only the prompt is counted, as Gemini's SSE stream does."""
+    if usage is None:
+        return None
+    prompt, candidates, thoughts, cached = usage
+    if not done:
+        candidates, thoughts = 0, 0
+    return types.GenerateContentResponseUsageMetadata(
+        prompt_token_count=prompt,
+        candidates_token_count=candidates,
+        thoughts_token_count=thoughts,
+        cached_content_token_count=cached,
+        total_token_count=prompt + candidates + thoughts,
+    )
+
+
 class ScriptedLlm(BaseLlm):
     """A scripted model: decides from the conversation in llm_request what comes next."""
 
@@ -91,7 +126,8 @@ class ScriptedLlm(BaseLlm):
         return [r"scripted-.*"]
 
     def plan(self, llm_request: LlmRequest):
-        """Returns ("text", [chunks]) or ("call", name, args)."""
+        """Returns ("text", [chunks]) or ("call", name, args), and for the think script
+        ("think", thoughts, then, usage) with `then` one of those."""
         contents = llm_request.contents or []
         last = contents[-1] if contents else None
         parts = (last.parts or []) if last else []
@@ -99,6 +135,8 @@ class ScriptedLlm(BaseLlm):
         if responses:
             fr = responses[-1]
             if fr.name == "get_weather":
+                if thinking(contents):
+                    return ("think", THINK_AFTER, ("text", WEATHER), THINK_USAGE["answer"])
                 return ("text", WEATHER)
             if fr.name == "ask_for_approval":
                 response = fr.response or {}
@@ -118,6 +156,9 @@ class ScriptedLlm(BaseLlm):
         command = words[0].lower() if words else ""
         if command == "tool":
             return ("call", "get_weather", {"city": "Paris"})
+        if command == "think":
+            then = ("call", "get_weather", {"city": "Paris"})
+            return ("think", THINK_FIRST, then, THINK_USAGE["call"])
         if command == "approve":
             return ("call", "ask_for_approval", {"question": QUESTION})
         return ("text", HELLO)
@@ -134,6 +175,10 @@ class ScriptedLlm(BaseLlm):
                     [p.model_dump(exclude_none=True, mode="json") for p in c.parts or []],
                 )
         log.info("stream=%s plan=%s", stream, plan)
+        thoughts, usage = [], None
+        if plan[0] == "think":
+            thoughts = [types.Part(text=t, thought=True) for t in plan[1]]
+            usage, plan = plan[3], plan[2]
         if plan[0] == "text":
             chunks = [types.Part.from_text(text=c) for c in plan[1]]
         else:
@@ -141,12 +186,17 @@ class ScriptedLlm(BaseLlm):
         if not stream:
             if plan[0] == "text":
                 chunks = [types.Part.from_text(text="".join(plan[1]))]
+            if thoughts:
+                thought = "".join(t.text for t in thoughts)
+                chunks = [types.Part(text=thought, thought=True), *chunks]
             yield LlmResponse(
                 content=types.Content(role="model", parts=chunks),
                 finish_reason=types.FinishReason.STOP,
                 model_version=self.model,
+                usage_metadata=usage_metadata(usage),
             )
             return
+        chunks = thoughts + chunks
         # What Gemini's SSE stream looks like to ADK: one GenerateContentResponse per chunk,
         # the last with finish_reason STOP, aggregated by ADK's own aggregator
         # (google/adk/models/google_llm.py does exactly this).
@@ -161,6 +211,8 @@ class ScriptedLlm(BaseLlm):
                     )
                 ],
                 model_version=self.model,
+                # Gemini reports the usage so far on every chunk, the call's total on the last.
+                usage_metadata=usage_metadata(usage, done=i == len(chunks) - 1),
             )
             async for llm_response in aggregator.process_response(response):
                 yield llm_response
@@ -174,7 +226,7 @@ def build_agent() -> LlmAgent:
     return LlmAgent(
         name="adk_scripted",
         model=ScriptedLlm(),
-        description="Scripted Google ADK agent for gateway tests: hello | tool | approve.",
+        description="Scripted Google ADK agent for gateway tests: hello | tool | think | approve.",
         instruction="You are a scripted test agent.",
         tools=[FunctionTool(get_weather), LongRunningFunctionTool(ask_for_approval)],
     )

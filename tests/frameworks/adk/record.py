@@ -4,7 +4,7 @@ Usage (from this directory): .venv/bin/python record.py [VARIANT ...] [--only SC
 Starts agent.py once per variant (port 0), sends the scenarios with httpx and stores every
 JSON-RPC request body (pretty) and the raw response bytes exactly as the server sent them.
 Without arguments every variant and scenario is recorded; `record.py executor-v2 --only tool`
-re-records one scenario (`hello`, `tool`, `approve`, `approve-wrong`, `send`) of one variant.
+re-records one scenario (`hello`, `tool`, `think`, `approve`, `approve-wrong`, `send`) of one variant.
 
 Variants (directory under fixtures/a2a/frameworks/adk/):
   .               A2A 1.0 methods, legacy executor (ADK's default), --streaming sse
@@ -151,7 +151,7 @@ class Recorder:
         ]
 
 
-SCENARIOS = ("hello", "tool", "approve", "approve-wrong", "send")
+SCENARIOS = ("hello", "tool", "think", "approve", "approve-wrong", "send")
 
 
 def record_variant(rec: Recorder, with_send: bool, only=SCENARIOS):
@@ -161,6 +161,11 @@ def record_variant(rec: Recorder, with_send: bool, only=SCENARIOS):
         ev = rec.stream("tool", rec.message("msg-tool", [rec.text_part("tool")]))
         # The task as a thread reload reads it (where the v2 executor keeps the calls).
         rec.get("tool-get", rec.ids(ev)[0])
+
+    if "think" in only:
+        # Thought parts, a tool call and usage metadata (the think script of agent.py).
+        ev = rec.stream("think", rec.message("msg-think", [rec.text_part("think")]))
+        rec.get("think-get", rec.ids(ev)[0])
 
     if "approve" in only:
         ev = rec.stream("approve", rec.message("msg-approve", [rec.text_part("approve")]))
