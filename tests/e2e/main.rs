@@ -21,6 +21,7 @@ mod identity_support;
 mod lane;
 mod ops;
 mod pki;
+mod protobuf;
 mod readiness;
 mod readme;
 mod redis;
