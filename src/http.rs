@@ -421,8 +421,8 @@ pub(crate) async fn read_run(
     let body = read_body(s, req.into_body()).await?;
     let input = parse_input(&body, &s.limits)?;
     Ok(RunBody {
+        encoding: Encoding::negotiate(&headers, input.is_v1_client()),
         input,
-        encoding: Encoding::negotiate(&headers),
         headers,
         permit,
     })

@@ -1,6 +1,8 @@
 //! The encoding of a run stream (docs/mapping.md#encodings), chosen once per request from
 //! its `Accept`: SSE (`text/event-stream`, AG-UI events as JSON) by default, AG-UI's
-//! HTTP+Protobuf ([`crate::agui::proto`]) when the client lists its media type explicitly.
+//! HTTP+Protobuf ([`crate::agui::proto`]) when an AG-UI 1.0 client lists its media type
+//! explicitly. The schema is `@ag-ui/proto` 1.0.0's: a 0.0.x client's lacks arms the
+//! gateway writes (`TOOL_CALL_RESULT`, activities), so it gets SSE, which it reads too.
 //!
 //! A wildcard (`*/*`, what curl sends) keeps SSE although the AG-UI spec would let it
 //! choose protobuf: a person reading a stream in a terminal expects text. Errors before the
@@ -26,12 +28,16 @@ const SSE_MEDIA_TYPE: &str = "text/event-stream";
 const SSE_KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 impl Encoding {
-    /// The encoding `headers`' `Accept` asks for: protobuf when a range names
-    /// [`proto::MEDIA_TYPE`] itself with a `q` above 0 and at least that of the range that
-    /// would choose SSE (`text/event-stream`, else `text/*`, else `*/*`); SSE otherwise,
-    /// with no `Accept`, or one that lists neither. A `q` that is not a number between 0
-    /// and 1 makes its range count for nothing.
-    pub(crate) fn negotiate(headers: &HeaderMap) -> Self {
+    /// The encoding of a run requested with `headers` by a client that speaks AG-UI 1.0
+    /// (`v1_client`, `RunAgentInput::is_v1_client`) or not. Protobuf when the client speaks
+    /// 1.0 and a range of `Accept` names [`proto::MEDIA_TYPE`] itself with a `q` above 0 and
+    /// at least that of the range that would choose SSE (`text/event-stream`, else
+    /// `text/*`, else `*/*`); SSE otherwise, with no `Accept`, or one that lists neither. A
+    /// `q` that is not a number between 0 and 1 makes its range count for nothing.
+    pub(crate) fn negotiate(headers: &HeaderMap, v1_client: bool) -> Self {
+        if !v1_client {
+            return Self::Sse;
+        }
         let mut protobuf: Option<f32> = None;
         // The SSE range's q and how specific it is (2: exact, 1: `text/*`, 0: `*/*`).
         let mut sse: Option<(u8, f32)> = None;
@@ -113,7 +119,7 @@ mod tests {
         for a in accept {
             headers.append(header::ACCEPT, HeaderValue::from_str(a).unwrap());
         }
-        Encoding::negotiate(&headers)
+        Encoding::negotiate(&headers, true)
     }
 
     #[test]
@@ -164,7 +170,15 @@ mod tests {
             header::ACCEPT,
             HeaderValue::from_bytes(b"\xff application/vnd.ag-ui.event+proto").unwrap(),
         );
-        assert_eq!(Encoding::negotiate(&headers), Encoding::Sse);
+        assert_eq!(Encoding::negotiate(&headers, true), Encoding::Sse);
+    }
+
+    #[test]
+    fn clients_before_agui_1_0_get_sse() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static(proto::MEDIA_TYPE));
+        assert_eq!(Encoding::negotiate(&headers, true), Encoding::Protobuf);
+        assert_eq!(Encoding::negotiate(&headers, false), Encoding::Sse);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! AG-UI's HTTP+Protobuf encoding (docs/mapping.md#encodings): `@ag-ui/client` 1.0.0's
 //! HttpAgent asking for it gets the events it gets over SSE, for the demo's text, interrupt
 //! and failure and a tool call; `@ag-ui/proto`'s own decoder reads every frame of a raw body;
-//! `*/*` (curl) and no `Accept` stay SSE; errors before the stream stay JSON.
+//! `*/*` (curl), no `Accept` and clients before AG-UI 1.0 stay SSE; errors before the stream
+//! stay JSON.
 
 use serde_json::{json, Value};
 
@@ -189,8 +190,9 @@ async fn a_tool_call_and_its_result_arrive_alike_over_protobuf() {
 async fn proto_frames_decode_with_agui_protos_own_decoder() {
     let gw = Gateway::start("{}", true).await;
     let body = |thread: &str, text: &str| {
-        json!({"threadId": thread, "runId": "r1", "messages": [{"id": "u1", "role": "user",
-               "content": text}], "state": {"k": [1, "two", {"three": null}]}})
+        json!({"threadId": thread, "runId": "r1", "protocolVersion": "1.0",
+               "messages": [{"id": "u1", "role": "user", "content": text}],
+               "state": {"k": [1, "two", {"three": null}]}})
     };
     let decoded = decode_protobuf(json!({"url": gw.agent_url("demo"), "accept": PROTO,
         "body": body("pb-raw", "approve")}))
@@ -248,8 +250,8 @@ async fn proto_frames_decode_with_agui_protos_own_decoder() {
 #[tokio::test(flavor = "multi_thread")]
 async fn wildcards_and_no_accept_get_sse_and_errors_stay_json() {
     let gw = Gateway::start("{}", true).await;
-    let body = json!({"threadId": "pb-curl", "runId": "r1", "messages": [{"id": "u1",
-        "role": "user", "content": "echo hi"}]});
+    let body = json!({"threadId": "pb-curl", "runId": "r1", "protocolVersion": "1.0",
+        "messages": [{"id": "u1", "role": "user", "content": "echo hi"}]});
     for accept in [
         Some("*/*"),
         None,
@@ -287,11 +289,26 @@ async fn wildcards_and_no_accept_get_sse_and_errors_stay_json() {
     let resp = reqwest::Client::new()
         .post(format!("{}/copilotkit/agent/demo/connect", gw.base))
         .header("accept", PROTO)
-        .json(&json!({"threadId": "pb-never-seen", "runId": "r1", "messages": []}))
+        .json(
+            &json!({"threadId": "pb-never-seen", "runId": "r1", "protocolVersion": "1.0",
+            "messages": []}),
+        )
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], PROTO);
     assert!(resp.bytes().await.unwrap().is_empty());
+    // A client before AG-UI 1.0 (no `protocolVersion`) gets SSE: its schema lacks arms.
+    let mut old = body.clone();
+    old.as_object_mut().unwrap().remove("protocolVersion");
+    old["threadId"] = json!("pb-old-client");
+    let resp = reqwest::Client::new()
+        .post(gw.agent_url("demo"))
+        .header("accept", PROTO)
+        .json(&old)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
 }
