@@ -464,3 +464,64 @@ fn non_objects_where_the_schema_wants_objects_are_left_out() {
     };
     assert_eq!(snapshot.content, Some(prost_types::Struct::default()));
 }
+
+/// `@ag-ui/proto` 1.0.0's own `decode` (the test client's, `tests/client`) reads every
+/// frame of the table back into the event its SSE encoding writes as JSON: the vendored
+/// schema and the package's agree on every arm the gateway writes. Skipped, saying so, where
+/// the test client is not installed (`scripts/test` installs it).
+#[test]
+fn agui_protos_own_decoder_reads_each_frame_as_the_sse_json() {
+    let client = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/client");
+    if !client.join("node_modules/@ag-ui/proto").exists() {
+        eprintln!("skipped: @ag-ui/proto is not installed in tests/client");
+        return;
+    }
+    let user: crate::agui::input::Message = serde_json::from_value(json!({
+        "id": "u", "role": "user", "content": [{"type": "text", "text": "look"},
+            {"type": "image", "source": {"type": "url", "value": "https://x/i.png", "mimeType": "image/png"}}]
+    }))
+    .unwrap();
+    let snapshot = Event::MessagesSnapshot {
+        messages: vec![
+            Message::from(&user),
+            Message::tool_call("c".into(), "f".into(), "{}".into()),
+            Message::tool_result("c:result".into(), "c".into(), "red".into()),
+            Message::text("a", Role::Assistant, "done"),
+        ],
+    };
+    let (mut frames, mut expected) = (Vec::new(), Vec::new());
+    let events = table().into_iter().map(|(event, _)| event);
+    for event in events.chain([snapshot]) {
+        expected.push(serde_json::to_value(&event).unwrap());
+        let mut frame = Vec::new();
+        encode_frame(event, &mut frame);
+        frames.push(
+            frame[4..]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>(),
+        );
+    }
+    let script = r#"
+        import { decode } from "@ag-ui/proto";
+        const frames = JSON.parse(process.argv[1]);
+        const events = frames.map((hex) => decode(Uint8Array.from(Buffer.from(hex, "hex"))));
+        process.stdout.write(JSON.stringify(events));
+    "#;
+    let out = std::process::Command::new("node")
+        .current_dir(&client)
+        .args(["--input-type=module", "-e", script])
+        .arg(serde_json::to_string(&frames).unwrap())
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoded: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decoded.len(), expected.len());
+    for (decoded, expected) in decoded.iter().zip(&expected) {
+        assert_eq!(decoded, expected);
+    }
+}
