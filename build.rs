@@ -1,7 +1,9 @@
-//! Generates the gRPC binding (`lf.a2a.v1`, `google.rpc`) from `proto/`, compiled in Rust by
-//! protox: no `protoc` needed. The client is the gateway's (`src/a2a/grpc.rs`), the server
-//! the demo agent's (`src/demo/grpc.rs`); neither uses tonic's transport module (the demo
-//! mounts the service in its own router).
+//! Generates, from `proto/`, compiled in Rust by protox (no `protoc` needed):
+//! - the gRPC binding (`lf.a2a.v1`, `google.rpc`). The client is the gateway's
+//!   (`src/a2a/grpc.rs`), the server the demo agent's (`src/demo/grpc.rs`); neither uses
+//!   tonic's transport module (the demo mounts the service in its own router).
+//! - AG-UI's protobuf messages (`ag_ui`, `proto/agui/`), messages only, for the
+//!   HTTP+Protobuf encoding of run streams (`src/agui/proto.rs`).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
@@ -18,6 +20,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .build_transport(false)
         .compile_fds_with_config(descriptors, messages)?;
+    // AG-UI's files import each other by bare name (`import "types.proto"`), as published.
+    let agui = protox::compile(["events.proto"], ["proto/agui"])?;
+    prost_build::Config::new().compile_fds(agui)?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

@@ -5,7 +5,9 @@
 //! memory per open stream, for quiet streams (`idle S`) and ticking ones (`slow N`); then the
 //! same gateway CPU per A2A event (the flat-out load) and memory per open idle stream over
 //! each A2A binding the demo agent serves — JSON-RPC, HTTP+JSON, gRPC, one agent pinned to
-//! each on the same demo URL — with each figure's ratio to JSON-RPC's; and the same over
+//! each on the same demo URL — with each figure's ratio to JSON-RPC's; the same gateway CPU
+//! per A2A event with the run written in AG-UI's protobuf encoding beside SSE's (JSON-RPC,
+//! the flat-out load, rounds alternating with the bindings'); and the same over
 //! TLS: JSON-RPC from the demo agent behind TLS with a test CA (the gateway trusting it by
 //! `tls.ca_file`) against plain http from the same process, and memory per open idle
 //! stream over TLS against plain JSON-RPC's. Not a test: nothing here fails on a number.
@@ -22,7 +24,8 @@
 //!   descriptors (`ulimit -n`) and one of the reader's and the agent's.
 //! - BENCH_GATEWAY_WORKERS: the gateway's tokio worker threads (default: one per core).
 //! - BENCH_BINDING_ROUNDS (5): rounds of the flat-out load per binding (and per side of
-//!   the TLS comparison), all alternating within each round; the idle streams per binding
+//!   the TLS comparison, and in the protobuf encoding), all alternating within each round;
+//!   the idle streams per binding
 //!   (and over TLS) are BENCH_IDLE_STREAMS.
 //!
 //! The demo agent runs in a process of its own (the release binary with `--demo`), the
@@ -336,6 +339,82 @@ async fn read(
     s
 }
 
+/// Reads one run in AG-UI's protobuf encoding (a 4-byte big-endian length, then an
+/// `ag_ui.Event`) with a parser of its own: only `TEXT_MESSAGE_CONTENT` frames (envelope field
+/// 2) are opened, for their `delta` (field 3), as [`read`] parses only the SSE frames that
+/// can carry a bench event.
+async fn read_protobuf(resp: reqwest::Response, started: Instant) -> Sample {
+    assert_eq!(resp.headers()["content-type"], PROTOBUF);
+    let mut s = Sample::default();
+    let mut body = resp.bytes_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(Ok(chunk)) = body.next().await {
+        let now = demo::stamp_nanos();
+        s.bytes += chunk.len();
+        buf.extend_from_slice(&chunk);
+        let mut at = 0;
+        while buf.len() >= at + 4 {
+            let len = u32::from_be_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+            let Some(frame) = buf.get(at + 4..at + 4 + len) else {
+                break;
+            };
+            s.frames += 1;
+            let delta = field(frame, 2).and_then(|content| field(content, 3));
+            if let Some(text) = delta.and_then(|d| std::str::from_utf8(d).ok()) {
+                let before = s.events;
+                for sent in stamps(text) {
+                    s.events += 1;
+                    s.latencies_us
+                        .push(now.saturating_sub(sent) as f64 / 1_000.0);
+                }
+                if s.events > before {
+                    s.last_event = started.elapsed();
+                }
+            }
+            at += 4 + len;
+        }
+        buf.drain(..at);
+    }
+    s
+}
+
+/// The bytes of the first length-delimited field `number` of protobuf message `m`.
+fn field(m: &[u8], number: u64) -> Option<&[u8]> {
+    fn varint(m: &[u8], at: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *m.get(*at)?;
+            *at += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let mut at = 0;
+    while at < m.len() {
+        let tag = varint(m, &mut at)?;
+        match tag & 7 {
+            0 => {
+                varint(m, &mut at)?;
+            }
+            1 => at += 8,
+            5 => at += 4,
+            2 => {
+                let len = usize::try_from(varint(m, &mut at)?).ok()?;
+                let bytes = m.get(at..at.checked_add(len)?)?;
+                if tag >> 3 == number {
+                    return Some(bytes);
+                }
+                at += len;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 fn a2a_text(v: &Value) -> Option<&str> {
     v.pointer("/result/statusUpdate/status/message/parts/0/text")?
         .as_str()
@@ -389,6 +468,32 @@ async fn via_gateway(
         agui_text,
     )
     .await;
+    s.cpu_ticks = cpu_ticks(gw.pid()).saturating_sub(cpu_before);
+    s
+}
+
+/// AG-UI's HTTP+Protobuf media type.
+const PROTOBUF: &str = "application/vnd.ag-ui.event+proto";
+
+/// Like [`via_gateway`], the run written in AG-UI's protobuf encoding.
+async fn via_gateway_protobuf(
+    http: &reqwest::Client,
+    gw: &Gateway,
+    agent: &str,
+    load: &str,
+    id: usize,
+) -> Sample {
+    let body = run_input(&format!("bench-{agent}-proto-{id}"), load);
+    let cpu_before = cpu_ticks(gw.pid());
+    let started = Instant::now();
+    let resp = http
+        .post(format!("{}/agents/{agent}", gw.base))
+        .header("accept", PROTOBUF)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let mut s = read_protobuf(resp, started).await;
     s.cpu_ticks = cpu_ticks(gw.pid()).saturating_sub(cpu_before);
     s
 }
@@ -690,7 +795,7 @@ async fn main() {
         .build()
         .unwrap();
 
-    let (flat, sized, dp, gp, by_binding, by_tls, peak) = {
+    let (flat, sized, dp, gp, by_binding, by_tls, protobuf, peak) = {
         let gw = start_gateway(&upstreams).await;
         // Warm up both paths, then alternate so both see the same machine conditions.
         direct(&http, &demo_url, "bench 500 64", 0).await;
@@ -702,6 +807,7 @@ async fn main() {
         {
             via_gateway(&http, &gw, agent, "bench 500 64", 0).await;
         }
+        via_gateway_protobuf(&http, &gw, AGENT, "bench 500 64", 0).await;
         let flat = Paired::run(
             &http,
             &demo_url,
@@ -734,7 +840,17 @@ async fn main() {
         // all alternating.
         let mut by_binding: Vec<Vec<Sample>> = BINDINGS.iter().map(|_| Vec::new()).collect();
         let mut by_tls: Vec<Vec<Sample>> = TLS_SIDES.iter().map(|_| Vec::new()).collect();
+        let mut protobuf = Vec::new();
         for round in 0..binding_rounds {
+            // The protobuf encoding first, then JSON-RPC over SSE (`by_binding[0]`): the two
+            // sides of the encoding row run back to back in every round.
+            let sample = via_gateway_protobuf(&http, &gw, AGENT, &flat.load, 3_000 + round).await;
+            assert_eq!(
+                sample.events, n,
+                "every event of `{}` in protobuf",
+                flat.load
+            );
+            protobuf.push(sample);
             let bindings = by_binding.iter_mut().zip(BINDINGS.map(|(_, _, a)| a));
             let tls_sides = by_tls.iter_mut().zip(tls_agents);
             for (samples, agent) in bindings.chain(tls_sides) {
@@ -748,7 +864,7 @@ async fn main() {
             }
         }
         let peak = rss_kib(gw.pid(), "VmHWM:");
-        (flat, sized, dp, gp, by_binding, by_tls, peak)
+        (flat, sized, dp, gp, by_binding, by_tls, protobuf, peak)
     };
     // `idle S` sends nothing after its working status; `slow N` ticks every 100 ms. Both
     // outlast the measurement, which then closes its connections.
@@ -866,6 +982,18 @@ async fn main() {
             versus(cpu[i], cpu[0])
         );
     }
+    // AG-UI's two encodings, the same load over JSON-RPC.
+    let (sse, proto) = (cpu[0], cpu_of(&protobuf));
+    println!(
+        "| gateway CPU per A2A event, AG-UI protobuf encoding, `{flat_load}`, {binding_rounds} rounds (us) | - | {proto:.2} | {:.2}x SSE ({sse:.2}) |",
+        proto / sse
+    );
+    let per_run = |samples: &Vec<Sample>| summarize(samples).bytes as f64 / samples.len() as f64;
+    let (sse_bytes, proto_bytes) = (per_run(&by_binding[0]), per_run(&protobuf));
+    println!(
+        "| AG-UI bytes per run, protobuf encoding, `{flat_load}` | - | {proto_bytes:.0} | {:.2}x SSE |",
+        proto_bytes / sse_bytes
+    );
     for (i, (label, _, _)) in BINDINGS.iter().enumerate() {
         println!(
             "| time to last event over {label}, `{flat_load}` (ms) | - | {:.1} | {} |",

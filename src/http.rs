@@ -1,6 +1,7 @@
 //! The HTTP surface (docs/design.md#3-http-surface): thin axum handlers and the router (its
 //! routes' first segments in [`routes`]); the accept loop with the client-side limits
-//! ([`listener`]); the SSE body of a run ([`sse`]).
+//! ([`listener`]); the body of a run stream ([`stream`]) in the encoding the request asks
+//! for ([`encoding`]).
 //!
 //! Two error regimes ([`crate::error`]): before the stream starts, a problem with the
 //! request itself is a JSON body `{"error": {"code", "message"}}` with its status; after the
@@ -37,16 +38,18 @@ pub(crate) mod console;
 pub(crate) mod copilotkit;
 #[cfg(test)]
 mod differential_tests;
+pub(crate) mod encoding;
 #[cfg(test)]
 mod fuzz_tests;
 pub(crate) mod listener;
 pub(crate) mod ratelimit;
 pub(crate) mod routes;
 pub(crate) mod server;
-pub(crate) mod sse;
+pub(crate) mod stream;
 pub(crate) mod threads;
 
-use sse::SseBody;
+use encoding::Encoding;
+use stream::EventBody;
 
 /// The client's address, put on every request by the accept loop ([`listener`]).
 #[derive(Debug, Clone, Copy)]
@@ -393,12 +396,13 @@ pub(crate) async fn run_agent(
     start_run(&s, agent, &caller, body, options, "run").await
 }
 
-/// A run request as read: its body, its headers (for the trace context) and the run slot
-/// it holds.
+/// A run request as read: its body, its headers (for the trace context), the encoding its
+/// stream is to be written in, and the run slot it holds.
 #[derive(Debug)]
 pub(crate) struct RunBody {
     pub input: RunAgentInput,
     pub headers: HeaderMap,
+    pub encoding: Encoding,
     pub permit: OwnedSemaphorePermit,
 }
 
@@ -430,6 +434,7 @@ pub(crate) async fn read_run(
     let body = read_body(s, req.into_body()).await?;
     let input = parse_input(&body, &s.limits)?;
     Ok(RunBody {
+        encoding: Encoding::negotiate(&headers, input.is_v1_client()),
         input,
         headers,
         permit,
@@ -459,6 +464,7 @@ pub(crate) async fn start_run(
     let RunBody {
         input,
         headers,
+        encoding,
         permit,
     } = body;
     let plan = request::plan(&input, options)?;
@@ -484,20 +490,21 @@ pub(crate) async fn start_run(
         caller_token: caller.token.clone(),
         trace,
     });
-    Ok(event_stream(SseBody::new(events, sse::KEEP_ALIVE)))
+    Ok(event_stream(events, encoding))
 }
 
-/// A `200 text/event-stream` response of `body`.
-pub(crate) fn event_stream<S>(body: SseBody<S>) -> Response
+/// A `200` response streaming `batches` in `encoding`.
+pub(crate) fn event_stream<S>(batches: S, encoding: Encoding) -> Response
 where
-    SseBody<S>:
+    EventBody<S>:
         futures::Stream<Item = Result<bytes::Bytes, std::convert::Infallible>> + Send + 'static,
 {
+    let body = EventBody::new(batches, encoding, stream::KEEP_ALIVE);
     let mut resp = Response::new(Body::from_stream(body));
     let headers = resp.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
+        HeaderValue::from_static(encoding.content_type()),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));

@@ -340,8 +340,8 @@ fn encode_part(part: &Part) -> pb::Part {
             .ok()
             .map(Content::Raw),
         PartContent::Url(u) => Some(Content::Url(u.clone())),
-        PartContent::Data(d) => Some(Content::Data(encode_value(d))),
-        PartContent::Unknown(v) => Some(Content::Data(encode_value(v))),
+        PartContent::Data(d) => Some(Content::Data(crate::json::to_protobuf(d))),
+        PartContent::Unknown(v) => Some(Content::Data(crate::json::to_protobuf(v))),
     };
     pb::Part {
         content,
@@ -351,29 +351,9 @@ fn encode_part(part: &Part) -> pb::Part {
     }
 }
 
+/// A JSON object as a `Struct` (anything else: none).
 fn encode_struct(v: &Value) -> Option<prost_types::Struct> {
-    let Value::Object(map) = v else { return None };
-    Some(prost_types::Struct {
-        fields: map
-            .iter()
-            .map(|(k, v)| (k.clone(), encode_value(v)))
-            .collect(),
-    })
-}
-
-fn encode_value(v: &Value) -> prost_types::Value {
-    use prost_types::value::Kind;
-    let kind = match v {
-        Value::Null => Kind::NullValue(0),
-        Value::Bool(b) => Kind::BoolValue(*b),
-        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
-        Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
-            values: items.iter().map(encode_value).collect(),
-        }),
-        Value::Object(_) => Kind::StructValue(encode_struct(v).unwrap_or_default()),
-    };
-    prost_types::Value { kind: Some(kind) }
+    v.as_object().map(crate::json::to_protobuf_struct)
 }
 
 // ---- proto -> model (answers) ----
@@ -629,7 +609,9 @@ mod tests {
                             ..Default::default()
                         },
                         pb::Part {
-                            content: Some(pb::part::Content::Data(encode_value(&json!({"x": 1})))),
+                            content: Some(pb::part::Content::Data(crate::json::to_protobuf(
+                                &json!({"x": 1}),
+                            ))),
                             ..Default::default()
                         },
                     ],

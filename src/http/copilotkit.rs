@@ -47,7 +47,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::sse::{self, SseBody};
+use super::encoding::Encoding;
 use super::{threads, AgentRef};
 use crate::a2a::model::Task;
 use crate::agui::{Event, RunAgentInput};
@@ -122,6 +122,8 @@ async fn connect(
     req: Request,
 ) -> Result<Response, RequestError> {
     let mut body = super::read_run(&s, &caller, req).await?;
+    let encoding = body.encoding;
+    let stream = |batches| stream(batches, encoding);
     let input = &mut body.input;
     let thread_id = input.thread_id.clone();
     let Some(context_id) = threads::context_of(&s, &agent, &caller, &thread_id).await? else {
@@ -291,11 +293,8 @@ fn failed(s: &AppState, input: &RunAgentInput, error: &RunError) -> Vec<Event> {
 }
 
 /// A run stream of `batches` (none: an empty stream, nothing to reattach to).
-fn stream(batches: Vec<Vec<Event>>) -> Response {
-    super::event_stream(SseBody::new(
-        futures::stream::iter(batches),
-        sse::KEEP_ALIVE,
-    ))
+fn stream(batches: Vec<Vec<Event>>, encoding: Encoding) -> Response {
+    super::event_stream(futures::stream::iter(batches), encoding)
 }
 
 #[cfg(test)]

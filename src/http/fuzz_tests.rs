@@ -1,6 +1,7 @@
 //! Fuzz targets for what reads bytes from peers (issue 18; docs/security.md "Fuzzing"):
-//! the head boundary, the chunked decoder, the upstream SSE reader, and the inbound server
-//! differentially against hyper's ([`super::differential_tests`]).
+//! the head boundary, the chunked decoder, the upstream SSE reader, a run's `Accept` (the
+//! stream's encoding), and the inbound server differentially against hyper's
+//! ([`super::differential_tests`]).
 //!
 //! Property-based on stable Rust (`proptest`): inputs are built from the grammar's pieces
 //! (digits, CR, LF, `;`, quotes, whitespace of every kind, header lines, pipelined requests)
@@ -271,6 +272,52 @@ fn fuzz_the_sse_reader_is_the_same_however_it_is_split() {
         for (_, data) in whole.iter().chain(&split).flatten() {
             prop_assert!(data.len() <= limit);
         }
+        Ok(())
+    });
+}
+
+/// Pieces of `Accept` headers: media ranges, parameters, q-values good and bad, separators.
+const ACCEPT_PIECES: &[&[u8]] = &[
+    b"application/vnd.ag-ui.event+proto",
+    b"APPLICATION/VND.AG-UI.EVENT+PROTO",
+    b"text/event-stream",
+    b"text/*",
+    b"*/*",
+    b"application/json",
+    b";",
+    b",",
+    b"=",
+    b" ",
+    b"\t",
+    b"q",
+    b"Q",
+    b"q=",
+    b"0",
+    b"1",
+    b"0.5",
+    b"1.0001",
+    b"-0",
+    b"NaN",
+    b"inf",
+    b"1e-3",
+    b"\"",
+    b"\xff",
+];
+
+#[test]
+fn fuzz_an_accept_header_chooses_protobuf_only_by_name() {
+    use super::encoding::Encoding;
+    fuzz("accept", 3000, framing_bytes(ACCEPT_PIECES, 24), |bytes| {
+        let Ok(value) = axum::http::HeaderValue::from_bytes(&bytes) else {
+            return Ok(());
+        };
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(axum::http::header::ACCEPT, value);
+        let chosen = Encoding::negotiate(&headers, true);
+        let named = String::from_utf8_lossy(&bytes)
+            .to_ascii_lowercase()
+            .contains("application/vnd.ag-ui.event+proto");
+        prop_assert!(chosen == Encoding::Sse || named);
         Ok(())
     });
 }

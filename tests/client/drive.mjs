@@ -2,8 +2,10 @@
 // order, open/close discipline, JSON Patch application). Usage:
 //   node drive.mjs '<json script>'
 // Script: {"url": "...", "threadId": "...", "initialState": {...}?, "initialMessages": [...]?,
-//          "headers": {...}?,
+//          "headers": {...}?, "accept": "media type"?,
 //          "steps": [Step]}
+// `accept` replaces HttpAgent's `Accept: text/event-stream` (the client reads the response
+// as its Content-Type says: SSE, or AG-UI's protobuf encoding).
 // Step:   {"system": "text"?, "message": "text" | ContentPart[]?, "messageId": "id"?, "resume": {"status": "resolved"|"cancelled",
 //          "payload": any}?, "toolResult": {"content": any}?, "forwardedProps": {...}?,
 //          "tools": [...]?, "context": [...]?, "state": {...}?, "abortAfterMs": n?,
@@ -11,15 +13,31 @@
 // A `resume` answers every pending interrupt of the previous step; a `toolResult` answers
 // every tool call of the transcript that has no result yet (as the app would after running
 // the frontend tool); `state` merges into the agent's state before the run. Prints one JSON object:
-// {"steps": [{events, failed, runErrors, warnings, messages, state, pendingInterrupts}]}.
+// {"steps": [{events, failed, runErrors, warnings, messages, state, pendingInterrupts,
+//   contentType}]}.
 import { HttpAgent } from "@ag-ui/client";
 import { captureWarnings } from "./warnings.mjs";
 
 const script = JSON.parse(process.argv[2]);
 const warnings = captureWarnings();
 
-const agent = new HttpAgent({
+class Agent extends HttpAgent {
+  requestInit(input) {
+    const init = super.requestInit(input);
+    if (script.accept) init.headers = { ...init.headers, Accept: script.accept };
+    return init;
+  }
+}
+
+// The Content-Type of each step's response.
+const contentTypes = [];
+const agent = new Agent({
   url: script.url,
+  fetch: async (url, init) => {
+    const response = await fetch(url, init);
+    contentTypes.push(response.headers.get("content-type"));
+    return response;
+  },
   threadId: script.threadId,
   initialState: script.initialState ?? {},
   initialMessages: script.initialMessages ?? [],
@@ -31,6 +49,7 @@ let n = 0;
 for (const step of script.steps) {
   n += 1;
   warnings.length = 0;
+  contentTypes.length = 0;
   const events = [];
   const runErrors = [];
   let failed = null;
@@ -89,6 +108,7 @@ for (const step of script.steps) {
     messages: agent.messages,
     state: agent.state,
     pendingInterrupts: agent.pendingInterrupts,
+    contentType: contentTypes[0] ?? null,
   });
 }
 process.stdout.write(JSON.stringify({ steps: results }));

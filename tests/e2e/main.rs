@@ -21,6 +21,7 @@ mod identity_support;
 mod lane;
 mod ops;
 mod pki;
+mod protobuf;
 mod react;
 mod readiness;
 mod readme;

@@ -402,6 +402,15 @@ pub async fn drive_with(script: Value) -> Vec<Value> {
     node_steps("tests/client", "@ag-ui/client", "drive.mjs", script).await
 }
 
+/// One run read raw in AG-UI's protobuf encoding, each frame decoded by `@ag-ui/proto`'s
+/// own decoder (tests/client/decode.mjs): `{status, contentType, events, trailingBytes,
+/// error}`.
+pub async fn decode_protobuf(script: Value) -> Value {
+    node_steps("tests/client", "@ag-ui/proto", "decode.mjs", script)
+        .await
+        .remove(0)
+}
+
 /// CopilotKit's own client (`@copilotkitnext/core`, tests/copilotkit/session.mjs) running
 /// `script`'s steps: what its agent held and saw after each.
 pub async fn copilotkit_session(script: Value) -> Vec<Value> {

@@ -1,13 +1,10 @@
-//! The SSE body of a run: AG-UI event batches framed as `data: <compact JSON>\n\n`, ready
-//! batches merged into one write, and a `: keep-alive` comment after each
-//! [`KEEP_ALIVE`] of silence.
+//! The body of a run stream: AG-UI event batches framed in the request's [`Encoding`] (SSE
+//! or protobuf), ready batches merged into one write, and the encoding's keep-alive (SSE: a
+//! `: keep-alive` comment; protobuf has none) after each [`KEEP_ALIVE`] of silence.
 //!
-//! Framing is LF only (CRLF breaks `@ag-ui/client`, agui.md §5.2); compact JSON has no raw
-//! newlines, so every event is one `data:` line. Comment lines are ignored by SSE parsers,
-//! `@ag-ui/client` included. Under load the batches that piled up while the connection wrote
-//! leave in one write of up to [`MAX_MERGED_CHUNK`] bytes; before a write the body gives the
-//! run scheduler turns while what it gathered grows (at most [`MAX_TURNS`]), and never waits
-//! on a timer.
+//! Under load the batches that piled up while the connection wrote leave in one write of up
+//! to [`MAX_MERGED_CHUNK`] bytes; before a write the body gives the run scheduler turns
+//! while what it gathered grows (at most [`MAX_TURNS`]), and never waits on a timer.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -18,26 +15,20 @@ use bytes::Bytes;
 use futures::Stream;
 use std::future::Future;
 
+use super::encoding::Encoding;
 use crate::agui::Event;
 
 /// Interval of keep-alive comments on quiet run streams.
 pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Ready batches are merged into one write up to this size.
 pub(crate) const MAX_MERGED_CHUNK: usize = 64 * 1024;
-const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
 /// The most scheduler turns a gathered chunk waits for more (write batching).
 const MAX_TURNS: u8 = 8;
 
-/// Appends one SSE frame for `event` to `out`.
-pub(crate) fn encode_frame(event: &Event, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"data: ");
-    crate::agui::event::encode_into(event, out);
-    out.extend_from_slice(b"\n\n");
-}
-
-/// The SSE bytes of a stream of event batches.
-pub(crate) struct SseBody<S> {
+/// The bytes of a stream of event batches.
+pub(crate) struct EventBody<S> {
     batches: S,
+    encoding: Encoding,
     interval: Duration,
     keep_alive: Pin<Box<tokio::time::Sleep>>,
     /// Frames gathered for the next write.
@@ -49,19 +40,21 @@ pub(crate) struct SseBody<S> {
     size_at_turn: usize,
 }
 
-impl<S> std::fmt::Debug for SseBody<S> {
+impl<S> std::fmt::Debug for EventBody<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SseBody")
+        f.debug_struct("EventBody")
+            .field("encoding", &self.encoding)
             .field("gathered", &self.chunk.len())
             .finish_non_exhaustive()
     }
 }
 
-impl<S> SseBody<S> {
-    /// Frames `batches`, with a keep-alive comment after every `interval` of silence.
-    pub(crate) fn new(batches: S, interval: Duration) -> Self {
+impl<S> EventBody<S> {
+    /// Frames `batches` in `encoding`, with its keep-alive after every `interval` of silence.
+    pub(crate) fn new(batches: S, encoding: Encoding, interval: Duration) -> Self {
         Self {
             batches,
+            encoding,
             interval,
             keep_alive: Box::pin(tokio::time::sleep(interval)),
             chunk: Vec::new(),
@@ -78,7 +71,7 @@ impl<S> SseBody<S> {
     }
 }
 
-impl<S: Stream<Item = Vec<Event>> + Unpin> Stream for SseBody<S> {
+impl<S: Stream<Item = Vec<Event>> + Unpin> Stream for EventBody<S> {
     type Item = Result<Bytes, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -87,8 +80,8 @@ impl<S: Stream<Item = Vec<Event>> + Unpin> Stream for SseBody<S> {
         loop {
             match Pin::new(&mut this.batches).poll_next(cx) {
                 Poll::Ready(Some(batch)) => {
-                    for event in &batch {
-                        encode_frame(event, &mut this.chunk);
+                    for event in batch {
+                        this.encoding.write(event, &mut this.chunk);
                     }
                     if this.chunk.len() >= MAX_MERGED_CHUNK {
                         break;
@@ -105,8 +98,11 @@ impl<S: Stream<Item = Vec<Event>> + Unpin> Stream for SseBody<S> {
             if ended {
                 return Poll::Ready(None);
             }
+            let Some(keep_alive) = this.encoding.keep_alive() else {
+                return Poll::Pending;
+            };
             if this.keep_alive.as_mut().poll(cx).is_ready() {
-                return this.write(Bytes::from_static(KEEP_ALIVE_COMMENT));
+                return this.write(Bytes::from_static(keep_alive));
             }
             return Poll::Pending;
         }
@@ -153,9 +149,9 @@ mod tests {
     async fn quiet_streams_get_keep_alive_comments_and_end_with_the_run() {
         let (tx, rx) = tokio::sync::mpsc::channel::<Vec<Event>>(4);
         let batches = tokio_stream::wrappers::ReceiverStream::new(rx);
-        let mut body = SseBody::new(batches, KEEP_ALIVE);
+        let mut body = EventBody::new(batches, Encoding::Sse, KEEP_ALIVE);
         let first = body.next().await.unwrap().unwrap();
-        assert_eq!(&first[..], KEEP_ALIVE_COMMENT);
+        assert_eq!(&first[..], b": keep-alive\n\n");
         tx.send(vec![finished()]).await.unwrap();
         assert_eq!(
             &body.next().await.unwrap().unwrap()[..],
@@ -175,7 +171,11 @@ mod tests {
             tx.send(vec![finished()]).await.unwrap();
         }
         drop(tx);
-        let mut body = SseBody::new(tokio_stream::wrappers::ReceiverStream::new(rx), KEEP_ALIVE);
+        let mut body = EventBody::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+            Encoding::Sse,
+            KEEP_ALIVE,
+        );
         let chunk = body.next().await.unwrap().unwrap();
         assert_eq!(
             chunk
@@ -184,6 +184,21 @@ mod tests {
                 .count(),
             3
         );
+        assert!(body.next().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_protobuf_streams_write_nothing_until_an_event() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Vec<Event>>(4);
+        let batches = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let mut body = EventBody::new(batches, Encoding::Protobuf, KEEP_ALIVE);
+        let quiet = tokio::time::timeout(KEEP_ALIVE * 3, body.next()).await;
+        assert!(quiet.is_err(), "no keep-alive in protobuf");
+        tx.send(vec![finished(), finished()]).await.unwrap();
+        drop(tx);
+        let chunk = body.next().await.unwrap().unwrap();
+        let len = u32::from_be_bytes(chunk[..4].try_into().unwrap()) as usize;
+        assert_eq!(chunk.len(), 2 * (4 + len), "two frames in one write");
         assert!(body.next().await.is_none());
     }
 }
