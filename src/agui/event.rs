@@ -124,6 +124,15 @@ pub(crate) enum Event {
 }
 
 impl Event {
+    /// A `RUN_ERROR` with a machine-readable code and no usage.
+    pub(crate) fn run_error(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::RunError {
+            message: message.into(),
+            code: Some(code.into()),
+            usage: None,
+        }
+    }
+
     /// `RUN_FINISHED` and `RUN_ERROR` end a run; nothing may follow them.
     pub(crate) fn is_terminal(&self) -> bool {
         matches!(self, Self::RunFinished { .. } | Self::RunError { .. })

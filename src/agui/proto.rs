@@ -17,7 +17,7 @@
 use prost::Message as _;
 use serde_json::{Map, Value};
 
-use super::event::{Interrupt, Message, Outcome, ToolCall};
+use super::event::{Interrupt, Message, Outcome, TokenUsage, ToolCall};
 use super::Event;
 
 /// The media type of the encoding (`@ag-ui/proto`'s `AGUI_MEDIA_TYPE`). `@ag-ui/client`
@@ -73,11 +73,13 @@ pub(crate) fn message(event: Event) -> wire::Event {
             thread_id,
             run_id,
             outcome,
+            usage,
         } => {
             let mut finished = wire::RunFinishedEvent {
                 base_event: Some(base(Type::RunFinished)),
                 thread_id,
                 run_id,
+                usage: usages(usage),
                 ..Default::default()
             };
             // `@ag-ui/proto`: no outcome is `""`; the outcome's payload rides beside it.
@@ -97,11 +99,15 @@ pub(crate) fn message(event: Event) -> wire::Event {
             }
             Arm::RunFinished(finished)
         }
-        Event::RunError { message, code } => Arm::RunError(wire::RunErrorEvent {
+        Event::RunError {
+            message,
+            code,
+            usage,
+        } => Arm::RunError(wire::RunErrorEvent {
             base_event: Some(base(Type::RunError)),
             code,
             message,
-            usage: Vec::new(),
+            usage: usages(usage),
         }),
         Event::TextMessageStart { message_id, role } => {
             Arm::TextMessageStart(wire::TextMessageStartEvent {
@@ -145,6 +151,39 @@ pub(crate) fn message(event: Event) -> wire::Event {
         Event::ToolCallEnd { tool_call_id } => Arm::ToolCallEnd(wire::ToolCallEndEvent {
             base_event: Some(base(Type::ToolCallEnd)),
             tool_call_id,
+            subagent_run_id: None,
+        }),
+        Event::ReasoningStart { message_id } => Arm::ReasoningStart(wire::ReasoningStartEvent {
+            base_event: Some(base(Type::ReasoningStart)),
+            message_id,
+            subagent_run_id: None,
+        }),
+        Event::ReasoningMessageStart { message_id, role } => {
+            Arm::ReasoningMessageStart(wire::ReasoningMessageStartEvent {
+                base_event: Some(base(Type::ReasoningMessageStart)),
+                message_id,
+                role: role.as_str().to_owned(),
+                subagent_run_id: None,
+            })
+        }
+        Event::ReasoningMessageContent { message_id, delta } => {
+            Arm::ReasoningMessageContent(wire::ReasoningMessageContentEvent {
+                base_event: Some(base(Type::ReasoningMessageContent)),
+                message_id,
+                delta,
+                subagent_run_id: None,
+            })
+        }
+        Event::ReasoningMessageEnd { message_id } => {
+            Arm::ReasoningMessageEnd(wire::ReasoningMessageEndEvent {
+                base_event: Some(base(Type::ReasoningMessageEnd)),
+                message_id,
+                subagent_run_id: None,
+            })
+        }
+        Event::ReasoningEnd { message_id } => Arm::ReasoningEnd(wire::ReasoningEndEvent {
+            base_event: Some(base(Type::ReasoningEnd)),
+            message_id,
             subagent_run_id: None,
         }),
         Event::ToolCallResult {
@@ -212,6 +251,24 @@ pub(crate) fn message(event: Event) -> wire::Event {
         }),
     };
     wire::Event { event: Some(arm) }
+}
+
+/// A run's token usage as `ag_ui.Usage` entries (counts are bounded by 2^53 - 1 where they
+/// are summed, `src/bridge/usage.rs`, so they fit `int64`).
+fn usages(usage: Option<Vec<TokenUsage>>) -> Vec<wire::Usage> {
+    let count = |n: Option<u64>| n.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    usage
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| wire::Usage {
+            input_tokens: count(u.input_tokens),
+            output_tokens: count(u.output_tokens),
+            total_tokens: count(u.total_tokens),
+            reasoning_tokens: count(u.reasoning_tokens),
+            cached_input_tokens: count(u.cached_input_tokens),
+            ..Default::default()
+        })
+        .collect()
 }
 
 /// The fields every event carries: its type (which must agree with the oneof arm).

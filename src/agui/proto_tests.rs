@@ -73,6 +73,7 @@ fn table() -> Vec<(Event, Arm)> {
                 thread_id: "t".into(),
                 run_id: "r".into(),
                 outcome: None,
+                usage: None,
             },
             Arm::RunFinished(wire::RunFinishedEvent {
                 base_event: base(Type::RunFinished),
@@ -88,6 +89,7 @@ fn table() -> Vec<(Event, Arm)> {
                 outcome: Some(Outcome::Success {
                     pending_tool_call_ids: vec!["c".into()],
                 }),
+                usage: None,
             },
             Arm::RunFinished(wire::RunFinishedEvent {
                 base_event: base(Type::RunFinished),
@@ -112,6 +114,7 @@ fn table() -> Vec<(Event, Arm)> {
                         metadata: Some(json!({"a2a": {}})),
                     }],
                 }),
+                usage: None,
             },
             Arm::RunFinished(wire::RunFinishedEvent {
                 base_event: base(Type::RunFinished),
@@ -135,13 +138,81 @@ fn table() -> Vec<(Event, Arm)> {
                 thread_id: "t".into(),
                 run_id: "r".into(),
                 outcome: Some(Outcome::Cancelled),
+                usage: Some(vec![TokenUsage {
+                    input_tokens: Some(12),
+                    output_tokens: Some(30),
+                    total_tokens: Some(42),
+                    reasoning_tokens: Some(20),
+                    cached_input_tokens: None,
+                }]),
             },
             Arm::RunFinished(wire::RunFinishedEvent {
                 base_event: base(Type::RunFinished),
                 thread_id: "t".into(),
                 run_id: "r".into(),
                 outcome: "cancelled".into(),
+                usage: vec![wire::Usage {
+                    input_tokens: Some(12),
+                    output_tokens: Some(30),
+                    total_tokens: Some(42),
+                    reasoning_tokens: Some(20),
+                    ..Default::default()
+                }],
                 ..Default::default()
+            }),
+        ),
+        (
+            Event::ReasoningStart {
+                message_id: "r1".into(),
+            },
+            Arm::ReasoningStart(wire::ReasoningStartEvent {
+                base_event: base(Type::ReasoningStart),
+                message_id: "r1".into(),
+                subagent_run_id: None,
+            }),
+        ),
+        (
+            Event::ReasoningMessageStart {
+                message_id: "r1".into(),
+                role: Role::Reasoning,
+            },
+            Arm::ReasoningMessageStart(wire::ReasoningMessageStartEvent {
+                base_event: base(Type::ReasoningMessageStart),
+                message_id: "r1".into(),
+                role: "reasoning".into(),
+                subagent_run_id: None,
+            }),
+        ),
+        (
+            Event::ReasoningMessageContent {
+                message_id: "r1".into(),
+                delta: "hm".into(),
+            },
+            Arm::ReasoningMessageContent(wire::ReasoningMessageContentEvent {
+                base_event: base(Type::ReasoningMessageContent),
+                message_id: "r1".into(),
+                delta: "hm".into(),
+                subagent_run_id: None,
+            }),
+        ),
+        (
+            Event::ReasoningMessageEnd {
+                message_id: "r1".into(),
+            },
+            Arm::ReasoningMessageEnd(wire::ReasoningMessageEndEvent {
+                base_event: base(Type::ReasoningMessageEnd),
+                message_id: "r1".into(),
+                subagent_run_id: None,
+            }),
+        ),
+        (
+            Event::ReasoningEnd {
+                message_id: "r1".into(),
+            },
+            Arm::ReasoningEnd(wire::ReasoningEndEvent {
+                base_event: base(Type::ReasoningEnd),
+                message_id: "r1".into(),
+                subagent_run_id: None,
             }),
         ),
         (
