@@ -32,15 +32,16 @@ use std::time::Duration;
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 
-use super::call::{Answer, Call, ListTasks, SendArgs};
+use super::call::{Answer, Call, HttpRequest, JsonCodec, ListTasks, SendArgs};
 use super::call_headers::CallHeaders;
 use super::card::Binding;
-use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
+use super::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task, TaskPage};
 use super::{grpc, jsonrpc, rest, Operation};
 use crate::ids::TaskId;
 
 mod http;
 
+use http::JsonCall;
 pub use http::{describe, read_limited};
 
 /// `A2A-Version` (A2A 1.0 §3.6), on every 1.0 call.
@@ -156,8 +157,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A call as its binding sends it.
 enum Wire {
-    /// JSON-RPC or HTTP+JSON: an HTTP request.
-    Http(rest::Request),
+    /// JSON-RPC or HTTP+JSON: an HTTP request, read through its binding's codec.
+    Json(JsonCall),
     /// Boxed: a JSON binding's call need not carry a gRPC message's room.
     Grpc(Box<grpc::Request>),
 }
@@ -279,9 +280,8 @@ impl Client {
 
     /// `SubscribeToTask` / `tasks/resubscribe`; the response head within
     /// `timeouts.upstream_call`.
-    pub async fn subscribe(&self, task_id: &str) -> Result<EventStream, ClientError> {
-        let id = TaskId::new(task_id);
-        let call = Call::Subscribe { id: &id };
+    pub async fn subscribe(&self, id: &TaskId) -> Result<EventStream, ClientError> {
+        let call = Call::Subscribe { id };
         self.stream(call, Some(self.call_timeout)).await
     }
 
@@ -303,23 +303,16 @@ impl Client {
     /// `GetTask` / `tasks/get`.
     pub async fn get_task(
         &self,
-        task_id: &str,
+        id: &TaskId,
         history_length: Option<u32>,
     ) -> Result<Task, ClientError> {
-        let id = TaskId::new(task_id);
-        let call = Call::GetTask {
-            id: &id,
-            history_length,
-        };
+        let call = Call::GetTask { id, history_length };
         self.unary(call, None).await?.into_task()
     }
 
     /// `CancelTask` / `tasks/cancel`.
-    pub async fn cancel_task(&self, task_id: &str) -> Result<Task, ClientError> {
-        let id = TaskId::new(task_id);
-        self.unary(Call::CancelTask { id: &id }, None)
-            .await?
-            .into_task()
+    pub async fn cancel_task(&self, id: &TaskId) -> Result<Task, ClientError> {
+        self.unary(Call::CancelTask { id }, None).await?.into_task()
     }
 
     /// `ListTasks` (1.0 only; newest first).
@@ -406,7 +399,9 @@ impl Client {
     }
 
     /// `call` as the endpoint's binding spells it, the tenant in it (A2A 1.0 §4.4: a
-    /// request field, the HTTP+JSON path segment; 0.3 has none).
+    /// request field, the HTTP+JSON path segment; 0.3 has none). The one place the client
+    /// asks which binding the endpoint speaks: what differs between them is the binding's
+    /// codec, chosen here.
     fn encode(&self, call: &Call<'_>) -> Result<Wire, ClientError> {
         let Endpoint {
             url,
@@ -415,42 +410,20 @@ impl Client {
             ..
         } = &self.endpoint;
         let tenant = tenant.as_deref();
+        let json = |request: HttpRequest, codec: &'static dyn JsonCodec| {
+            Ok(Wire::Json(JsonCall { request, codec }))
+        };
         match self.endpoint.binding {
-            Binding::JsonRpc => Ok(Wire::Http(rest::Request {
-                method: reqwest::Method::POST,
-                url: url.clone(),
-                body: Some(jsonrpc::request(
-                    call,
-                    *version,
-                    tenant,
-                    NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                )?),
-            })),
-            Binding::HttpJson => rest::request(url, call, tenant)
-                .map(Wire::Http)
-                .map_err(|e| match e {
-                    // No task can have that id on this upstream.
-                    rest::Unaddressable::TaskId => ClientError::Rpc(RpcError {
-                        code: super::rpc_code::TASK_NOT_FOUND,
-                        message: "the task id cannot be an HTTP+JSON path segment".into(),
-                        data: None,
-                    }),
-                    rest::Unaddressable::Tenant => ClientError::Invalid(
-                        "the tenant cannot be an HTTP+JSON path segment".into(),
-                    ),
-                }),
+            Binding::JsonRpc => {
+                let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                let request = jsonrpc::http_request(url, call, *version, tenant, id)?;
+                json(request, &jsonrpc::JsonRpc)
+            }
+            Binding::HttpJson => json(rest::request(url, call, tenant)?, &rest::HttpJson),
             Binding::Grpc => Ok(Wire::Grpc(Box::new(grpc::request(
                 call,
                 tenant.unwrap_or_default(),
             )))),
-        }
-    }
-
-    /// A unary answer's body as the endpoint's binding spells it.
-    fn answer(&self, op: Operation, text: &str) -> Result<Answer, ClientError> {
-        match self.endpoint.binding {
-            Binding::HttpJson => rest::answer(op, text),
-            Binding::JsonRpc | Binding::Grpc => jsonrpc::answer(op, self.endpoint.version, text),
         }
     }
 
@@ -468,9 +441,9 @@ impl Client {
             let result = match self.encode(call) {
                 Err(e) => Err(e),
                 Ok(Wire::Grpc(request)) => self.grpc_unary(method, request, headers, timeout).await,
-                Ok(Wire::Http(wire)) => {
+                Ok(Wire::Json(json)) => {
                     let op = call.operation();
-                    self.http_unary(op, method, wire, headers, timeout).await
+                    self.http_unary(op, method, json, headers, timeout).await
                 }
             };
             self.observe(method, result.is_ok());
@@ -496,7 +469,7 @@ impl Client {
                     self.grpc_stream(method, request, headers, head_timeout)
                         .await
                 }
-                Ok(Wire::Http(wire)) => self.http_stream(method, wire, headers, head_timeout).await,
+                Ok(Wire::Json(json)) => self.http_stream(method, json, headers, head_timeout).await,
             };
             self.observed_stream(method, opened)
         })
@@ -746,11 +719,11 @@ mod tests {
                 history_length: None,
             };
             for bound in [Bound::Unary(Duration::from_secs(1)), Bound::Stream(None)] {
-                let Ok(Wire::Http(wire)) = client.encode(&call) else {
+                let Ok(Wire::Json(json)) = client.encode(&call) else {
                     panic!("{binding:?}")
                 };
                 let headers = client.headers(&call, HeaderMap::new());
-                let (req, _) = client.build(wire, bound, headers, trace_headers.clone());
+                let (req, _) = client.build(json, bound, headers, trace_headers.clone());
                 let req = req.build().unwrap();
                 let names: Vec<&str> = req.headers().keys().map(HeaderName::as_str).collect();
                 for name in req.headers().keys() {
@@ -809,7 +782,7 @@ mod tests {
         let msg = OutgoingMessage::default();
         let sizes = [
             ("stream_message", size_of_val(&c.stream_message(&msg, None))),
-            ("subscribe", size_of_val(&c.subscribe("t"))),
+            ("subscribe", size_of_val(&c.subscribe(&TaskId::new("t")))),
             (
                 "send_message",
                 size_of_val(&c.send_message(&msg, None, None)),
