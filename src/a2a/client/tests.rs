@@ -37,6 +37,40 @@ async fn supports_says_which_operations_a_version_has() {
     );
 }
 
+/// The one `match` on the binding picks each binding's codec: what the JSON transport then
+/// asks of it (a unary call's `Accept`; whether a non-2xx body is read for the A2A error it
+/// names, HTTP+JSON's `google.rpc.Status`, never JSON-RPC's), and gRPC's own request.
+#[test]
+fn each_binding_has_its_codec() {
+    let status =
+        br#"{"error": {"code": 404, "message": "no", "details": [{"reason": "TASK_NOT_FOUND"}]}}"#;
+    let cases = [
+        (Binding::JsonRpc, Some(("application/json", None))),
+        (
+            Binding::HttpJson,
+            Some((
+                "application/a2a+json, application/json",
+                Some(crate::a2a::rpc_code::TASK_NOT_FOUND),
+            )),
+        ),
+        (Binding::Grpc, None),
+    ];
+    for (binding, json) in cases {
+        let mut client = client(ProtocolVersion::V1);
+        client.endpoint.binding = binding;
+        let encoded = client.encode(&Call::ExtendedCard);
+        match (encoded, json) {
+            (Ok(Wire::Json(call)), Some((accept, error))) => {
+                assert_eq!(call.codec.accept(), accept, "{binding:?}");
+                let read = call.codec.error_body().and_then(|of| of(404, status));
+                assert_eq!(read.map(|e| e.code), error, "{binding:?}");
+            }
+            (Ok(Wire::Grpc(_)), None) => {}
+            _ => panic!("{binding:?}: another binding's wire"),
+        }
+    }
+}
+
 /// Every header a call carries is configured (the endpoint's headers, the identity
 /// header) or in [`owned_headers`], so configuration is refused exactly the headers the
 /// gateway would overwrite or double: a header the client starts setting without listing
