@@ -12,7 +12,8 @@
 //! - Stream frames: each SSE frame's data is one whole response; 1.0 marks error frames
 //!   with `event: error`, 0.3 does not: the envelope decides either way.
 //!
-//! Data only: no I/O here. The client sends, bounds and reads (`client.rs`).
+//! The client's HTTP transport reads answers through [`JsonRpc`], this binding's
+//! [`JsonCodec`]. Data only: no I/O here. The client sends, bounds and reads (`client.rs`).
 
 use serde::Deserialize;
 use serde_json::value::RawValue;

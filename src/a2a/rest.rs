@@ -12,7 +12,8 @@
 //!   message, details}}`), mapped through [`super::errors`]; the same body in an
 //!   `event: error` frame ends a stream.
 //!
-//! Data only: no I/O here. The client sends, bounds and reads (`client.rs`).
+//! The client's HTTP transport reads answers through [`HttpJson`], this binding's
+//! [`JsonCodec`]. Data only: no I/O here. The client sends, bounds and reads (`client.rs`).
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
