@@ -27,6 +27,15 @@
 //!   the TLS comparison, and in the protobuf encoding), all alternating within each round;
 //!   the idle streams per binding
 //!   (and over TLS) are BENCH_IDLE_STREAMS.
+//! - BENCH_BASELINE_GATEWAY: the path of another gateway binary (a release build of an
+//!   earlier commit, say) to compare this build's with, A/B in the same run: a second table
+//!   puts the two side by side, with this build's ratio to the baseline, for the headline
+//!   flat-out load's gateway CPU per A2A event and time to the last event (BENCH_ROUNDS
+//!   rounds, the two gateways alternating, which goes first swapped every round) and the
+//!   memory per open idle stream (BENCH_IDLE_STREAMS streams on a fresh gateway of each,
+//!   BENCH_BASELINE_IDLE_ROUNDS (1) alternating rounds, the median). Both gateways get the
+//!   same config and the same upstreams. Unset, the run is the one above and prints no
+//!   such table.
 //!
 //! The demo agent runs in a process of its own (the release binary with `--demo`), the
 //! gateway in another (the release binary), the readers in this one: the gateway's memory and
@@ -73,6 +82,8 @@ const OPEN_BATCH: usize = 1_000;
 /// How long open streams run before the gateway's RSS is read.
 const MEMORY_SETTLE: Duration = Duration::from_secs(11);
 
+#[path = "gateway/baseline.rs"]
+mod baseline;
 #[path = "gateway/capacity.rs"]
 mod capacity;
 #[path = "support.rs"]
@@ -145,6 +156,12 @@ struct TlsDemo {
 }
 
 async fn start_gateway(up: &Upstreams) -> Gateway {
+    spawn_gateway(&gateway_config(up)).await
+}
+
+/// The config of the benchmark's gateway: an agent per binding and per side of the TLS
+/// comparison.
+fn gateway_config(up: &Upstreams) -> String {
     let demo_url = &up.demo_url;
     let mut agents: String = BINDINGS
         .iter()
@@ -156,16 +173,24 @@ async fn start_gateway(up: &Upstreams) -> Gateway {
     agents.push_str(&format!(
         "  - {{name: {plain}, url: '{plain_url}', binding: jsonrpc}}\n  - {{name: {tls}, url: '{tls_url}', binding: jsonrpc, tls: {{ca_file: '{ca_file}'}}}}\n"
     ));
-    spawn_gateway(&format!("{BENCH_LIMITS}agents:\n{agents}")).await
+    format!("{BENCH_LIMITS}agents:\n{agents}")
 }
 
-/// The gateway binary with the config `yaml`, once every agent's card was read.
+/// This build's gateway binary with the config `yaml`, once every agent's card was read.
 async fn spawn_gateway(yaml: &str) -> Gateway {
+    spawn_gateway_binary(env!("CARGO_BIN_EXE_agui-a2a-gateway").as_ref(), yaml).await
+}
+
+/// The gateway binary `binary` with the config `yaml` (a file of its own), once every
+/// agent's card was read.
+async fn spawn_gateway_binary(binary: &std::path::Path, yaml: &str) -> Gateway {
     let port = free_port();
-    let config =
-        std::env::temp_dir().join(format!("agui-gateway-bench-{}.yaml", std::process::id()));
+    let config = std::env::temp_dir().join(format!(
+        "agui-gateway-bench-{}-{port}.yaml",
+        std::process::id()
+    ));
     std::fs::write(&config, yaml).expect("write the benchmark config");
-    let child = Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
+    let child = Command::new(binary)
         .args([
             "--listen",
             &format!("127.0.0.1:{port}"),
@@ -892,6 +917,26 @@ async fn main() {
         idle_by_binding.push(idle_of(agent).await.per_stream_kib());
     }
     let idle_tls = idle_of(TLS_SIDES[1].1).await.per_stream_kib();
+    let comparison = match baseline::binary() {
+        Some(binary) => {
+            let load = baseline::Load {
+                text: &flat.load,
+                events: n,
+                upstream_per_run: flat.direct[0].frames as f64,
+                rounds,
+            };
+            let compared = baseline::Comparison::run(
+                &http,
+                &upstreams,
+                binary,
+                load,
+                idle_streams,
+                ticks_per_s,
+            );
+            Some(compared.await)
+        }
+        None => None,
+    };
 
     let (ds, gs) = (summarize(&flat.direct), summarize(&flat.gateway));
     let (dps, gps) = (summarize(&dp), summarize(&gp));
@@ -1046,5 +1091,8 @@ async fn main() {
         (None, _) => println!(
             "| memory per open idle stream over {label} (KiB) | - | n/a | not every stream stayed open |"
         ),
+    }
+    if let Some(comparison) = comparison {
+        comparison.print();
     }
 }

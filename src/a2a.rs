@@ -22,6 +22,9 @@ pub mod tls;
 mod wire_v0_3;
 mod wire_v1;
 
+/// A task's id, as the client's operations on a task take it ([`call::Call`]).
+pub use crate::ids::TaskId;
+
 use serde_json::Value;
 
 use model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task};

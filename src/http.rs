@@ -29,7 +29,7 @@ use crate::auth::{self, Caller};
 use crate::bridge::request;
 use crate::config::Limits;
 use crate::error::RequestError;
-use crate::ids::ContextId;
+use crate::ids::{ContextId, TaskId};
 use crate::redact::Shown;
 use crate::registry::Agent;
 use crate::run::{self, RunRequest};
@@ -380,7 +380,8 @@ async fn task_context(
     // The task's context, from the upstream (bounded by `timeouts.upstream_call`); a task
     // the upstream cannot show is left to the run, which reports it in the stream.
     let upstream = s.registry.resolve_as(agent, caller).await.ok()?;
-    let task = upstream.client.get_task(task_id, Some(0)).await.ok()?;
+    let task_id = TaskId::new(task_id);
+    let task = upstream.client.get_task(&task_id, Some(0)).await.ok()?;
     task.context_id.map(ContextId::new)
 }
 

@@ -18,23 +18,23 @@
 
 use std::fmt;
 
-/// Declares an opaque id type over a `String`.
+/// Declares an opaque id type over a `String`, visible as `$vis` says.
 macro_rules! id {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $vis:vis $name:ident) => {
         $(#[$doc])*
         #[derive(
             Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
         )]
         #[serde(transparent)]
-        pub(crate) struct $name(String);
+        $vis struct $name(String);
 
         impl $name {
             /// The id its source wrote.
-            pub(crate) fn new(id: impl Into<String>) -> Self {
+            $vis fn new(id: impl Into<String>) -> Self {
                 Self(id.into())
             }
 
-            pub(crate) fn as_str(&self) -> &str {
+            $vis fn as_str(&self) -> &str {
                 &self.0
             }
         }
@@ -56,24 +56,25 @@ macro_rules! id {
 id! {
     /// An AG-UI thread, as the client names it (`RunAgentInput.threadId`, the threads API's
     /// `{threadId}`). Never sent upstream (docs/design.md#4-threads-and-contexts).
-    ThreadId
+    pub(crate) ThreadId
 }
 
 id! {
     /// An A2A context: one conversation on the upstream, minted by the A2A server (or the
     /// threadId itself, [`ContextId::of_thread`]).
-    ContextId
+    pub(crate) ContextId
 }
 
 id! {
-    /// An A2A task: one unit of work in a context.
-    TaskId
+    /// An A2A task: one unit of work in a context. Public: the A2A client's operations on
+    /// a task take it (`crate::a2a::TaskId`).
+    pub TaskId
 }
 
 id! {
     /// Who is calling (docs/design.md#11-security): an API key's name, a JWT's identity claim,
     /// or the anonymous caller; the owner of the threads it starts.
-    CallerId
+    pub(crate) CallerId
 }
 
 impl ContextId {

@@ -730,6 +730,7 @@ mod tests {
     use super::*;
     use crate::a2a::client::ClientError;
     use crate::config::upstream::{UpstreamCredentials, ValueSource};
+    use crate::ids::TaskId;
     use crate::upstream::credentials::test_idp;
     use serde_json::{json, Value};
 
@@ -970,7 +971,7 @@ mod tests {
         assert_eq!(agent.detail().credentials, Some("oauth2"));
         // Every call of the resolved client carries the same token, fetched once.
         let client = &agent.resolved().unwrap().client;
-        let e = client.get_task("t", None).await.unwrap_err();
+        let e = client.get_task(&TaskId::new("t"), None).await.unwrap_err();
         assert!(e.is_task_not_found(), "{e}");
         assert_eq!(agent_side.seen()[2], "Bearer token-2");
         assert_eq!(idp.count(), 2);
@@ -1009,7 +1010,11 @@ mod tests {
             token: Some("caller.jwt.token".parse().unwrap()),
         };
         let upstream = registry.resolve_as(&agent, &jwt_caller).await.unwrap();
-        let e = upstream.client.get_task("t", None).await.unwrap_err();
+        let e = upstream
+            .client
+            .get_task(&TaskId::new("t"), None)
+            .await
+            .unwrap_err();
         assert!(e.is_task_not_found(), "{e}");
         let key_caller = Caller {
             token: None,
@@ -1017,7 +1022,11 @@ mod tests {
         };
         let seen = agent_side.seen().len();
         let upstream = registry.resolve_as(&agent, &key_caller).await.unwrap();
-        let e = upstream.client.get_task("t", None).await.unwrap_err();
+        let e = upstream
+            .client
+            .get_task(&TaskId::new("t"), None)
+            .await
+            .unwrap_err();
         assert!(
             matches!(&e, ClientError::Credentials(m) if m.contains("needs the caller's JWT")),
             "{e}"
@@ -1028,7 +1037,7 @@ mod tests {
             .resolved()
             .unwrap()
             .client
-            .get_task("t", None)
+            .get_task(&TaskId::new("t"), None)
             .await
             .unwrap_err();
         assert!(matches!(e, ClientError::Unauthorized(_)), "{e}");

@@ -140,7 +140,7 @@ impl Drop for RunEvents {
             // Bounded by `timeouts.upstream_call` like every unary call.
             tokio::spawn(async move {
                 let task = Shown(task_id.as_str());
-                match client.cancel_task(task_id.as_str()).await {
+                match client.cancel_task(&task_id).await {
                     Ok(_) => {
                         tracing::info!(task_id = %task, "task cancelled after client disconnect")
                     }

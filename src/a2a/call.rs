@@ -1,15 +1,20 @@
-//! One A2A call as a value: [`Call`] names the operation and holds its typed arguments, and
-//! [`Answer`] is what it returned, in the version-neutral model. Each binding has one pure
-//! codec from a `Call` to its wire request and from its wire answer back to an `Answer`
-//! ([`super::jsonrpc`], [`super::rest`], [`super::grpc`]); the client
-//! ([`super::client::Client`]) only sends, bounds, authorizes, traces and counts.
+//! One A2A call as a value: [`Call`] names the operation and holds its typed arguments (a
+//! task's id is a [`TaskId`] from here on), and [`Answer`] is what it returned, in the
+//! version-neutral model. Each binding has one pure codec from a `Call` to its wire request
+//! and from its wire answer back to an `Answer` ([`super::jsonrpc`], [`super::rest`],
+//! [`super::grpc`]); the client ([`super::client::Client`]) picks the codec once, by the
+//! endpoint's binding, and only sends, bounds, authorizes, traces and counts.
+//!
+//! The two JSON bindings share a transport (HTTP, `client/http.rs`): their requests are
+//! [`HttpRequest`]s, and the transport reads what answers them through the binding's
+//! [`JsonCodec`], so it never asks which binding it carries.
 //!
 //! An operation's name is the table in `src/a2a.rs` ([`super::ProtocolVersion::method`]);
 //! nothing here spells it. Data only: no I/O here.
 
 use super::card::AgentCard;
 use super::errors::ClientError;
-use super::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task, TaskPage};
+use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
 use super::Operation;
 use crate::ids::TaskId;
 
@@ -97,6 +102,43 @@ impl Call<'_> {
         }
     }
 }
+
+/// A JSON binding's call as HTTP sends it: JSON-RPC's POST to the interface URL, or one of
+/// HTTP+JSON's routes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpRequest {
+    pub method: reqwest::Method,
+    pub url: url::Url,
+    /// The JSON body of a POST.
+    pub body: Option<serde_json::Value>,
+}
+
+/// How a JSON binding reads what answers its [`HttpRequest`]s: the half of its codec the
+/// HTTP transport needs. `version` is the endpoint's (HTTP+JSON is 1.0's alone).
+pub(crate) trait JsonCodec: Send + Sync {
+    /// The `Accept` of a unary call (a stream accepts `text/event-stream`).
+    fn accept(&self) -> &'static str;
+
+    /// A unary call's answer: the body of a 2xx response to `op`.
+    fn answer(
+        &self,
+        op: Operation,
+        version: ProtocolVersion,
+        body: &str,
+    ) -> Result<Answer, ClientError>;
+
+    /// One stream item: an SSE frame's data, or a plain JSON body answering a streaming call.
+    fn frame(&self, version: ProtocolVersion, data: &str) -> Result<StreamEvent, ClientError>;
+
+    /// Where the body of a non-2xx answer names an A2A error: what reads it. `None`, the
+    /// default: such a body is never read.
+    fn error_body(&self) -> Option<ErrorInBody> {
+        None
+    }
+}
+
+/// Reads the A2A error a non-2xx answer's body names, if any: (HTTP status, body).
+pub(crate) type ErrorInBody = fn(u16, &[u8]) -> Option<RpcError>;
 
 /// What a unary call returned.
 #[derive(Debug, Clone)]

@@ -1,11 +1,13 @@
 //! The A2A client: one [`Client`] per upstream endpoint, both protocol versions, the three
 //! bindings. Every caller (runs, thread reads, CopilotKit connect and stop, cancels) calls
 //! the same operations whichever binding the card selected, and gets the same model and the
-//! same errors back ([`super::errors`]). An operation is a [`Call`] value; its binding's pure
-//! codec ([`super::jsonrpc`], [`super::rest`], [`super::grpc`]) spells its request and reads
-//! its answer. This file does only what every call has in common: the per-call headers
-//! (credentials, extensions, trace context) passed as an argument, the one retry after a
-//! stale credential ([`super::call_headers`]), tracing, metrics, timeouts and size bounds.
+//! same errors back ([`super::errors`]). An operation is a [`Call`] value (a task by its
+//! [`TaskId`]); its binding's pure codec ([`super::jsonrpc`], [`super::rest`],
+//! [`super::grpc`]) spells its request and reads its answer, chosen in the one `match` on
+//! the binding (`Client::encode`). This file does only what every call has in common: the
+//! per-call headers (credentials, extensions, trace context) passed as an argument, the one
+//! retry after a stale credential ([`super::call_headers`]), tracing, metrics, timeouts and
+//! size bounds.
 //!
 //! Lenient where upstreams are sloppy (docs/design.md#6-projection-a2a-to-ag-ui): a streaming
 //! call may be answered with plain JSON (a JSON-RPC error before the stream starts, or a
@@ -24,7 +26,9 @@
 //! Transport: the JSON bindings' calls are built by reqwest; unary calls are sent by it,
 //! streams by `a2a::direct` (read in the caller's task, over TLS for `https://`; see its
 //! header for why) unless a proxy is configured (`client/http.rs`; both stream paths share
-//! what follows the head). gRPC calls go over the endpoint's channel ([`super::grpc`]).
+//! what follows the head, and read answers through the binding's codec, never asking which
+//! binding it is). gRPC calls go over the endpoint's channel ([`super::grpc`];
+//! `client/grpc_call.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -32,15 +36,17 @@ use std::time::Duration;
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 
-use super::call::{Answer, Call, ListTasks, SendArgs};
+use super::call::{Answer, Call, HttpRequest, JsonCodec, ListTasks, SendArgs};
 use super::call_headers::CallHeaders;
 use super::card::Binding;
-use super::model::{OutgoingMessage, ProtocolVersion, RpcError, StreamEvent, Task, TaskPage};
+use super::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task, TaskPage};
 use super::{grpc, jsonrpc, rest, Operation};
 use crate::ids::TaskId;
 
+mod grpc_call;
 mod http;
 
+use http::JsonCall;
 pub use http::{describe, read_limited};
 
 /// `A2A-Version` (A2A 1.0 §3.6), on every 1.0 call.
@@ -156,8 +162,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A call as its binding sends it.
 enum Wire {
-    /// JSON-RPC or HTTP+JSON: an HTTP request.
-    Http(rest::Request),
+    /// JSON-RPC or HTTP+JSON: an HTTP request, read through its binding's codec.
+    Json(JsonCall),
     /// Boxed: a JSON binding's call need not carry a gRPC message's room.
     Grpc(Box<grpc::Request>),
 }
@@ -279,9 +285,8 @@ impl Client {
 
     /// `SubscribeToTask` / `tasks/resubscribe`; the response head within
     /// `timeouts.upstream_call`.
-    pub async fn subscribe(&self, task_id: &str) -> Result<EventStream, ClientError> {
-        let id = TaskId::new(task_id);
-        let call = Call::Subscribe { id: &id };
+    pub async fn subscribe(&self, id: &TaskId) -> Result<EventStream, ClientError> {
+        let call = Call::Subscribe { id };
         self.stream(call, Some(self.call_timeout)).await
     }
 
@@ -303,23 +308,16 @@ impl Client {
     /// `GetTask` / `tasks/get`.
     pub async fn get_task(
         &self,
-        task_id: &str,
+        id: &TaskId,
         history_length: Option<u32>,
     ) -> Result<Task, ClientError> {
-        let id = TaskId::new(task_id);
-        let call = Call::GetTask {
-            id: &id,
-            history_length,
-        };
+        let call = Call::GetTask { id, history_length };
         self.unary(call, None).await?.into_task()
     }
 
     /// `CancelTask` / `tasks/cancel`.
-    pub async fn cancel_task(&self, task_id: &str) -> Result<Task, ClientError> {
-        let id = TaskId::new(task_id);
-        self.unary(Call::CancelTask { id: &id }, None)
-            .await?
-            .into_task()
+    pub async fn cancel_task(&self, id: &TaskId) -> Result<Task, ClientError> {
+        self.unary(Call::CancelTask { id }, None).await?.into_task()
     }
 
     /// `ListTasks` (1.0 only; newest first).
@@ -406,7 +404,9 @@ impl Client {
     }
 
     /// `call` as the endpoint's binding spells it, the tenant in it (A2A 1.0 §4.4: a
-    /// request field, the HTTP+JSON path segment; 0.3 has none).
+    /// request field, the HTTP+JSON path segment; 0.3 has none). The one place the client
+    /// asks which binding the endpoint speaks: what differs between them is the binding's
+    /// codec, chosen here.
     fn encode(&self, call: &Call<'_>) -> Result<Wire, ClientError> {
         let Endpoint {
             url,
@@ -415,42 +415,20 @@ impl Client {
             ..
         } = &self.endpoint;
         let tenant = tenant.as_deref();
+        let json = |request: HttpRequest, codec: &'static dyn JsonCodec| {
+            Ok(Wire::Json(JsonCall { request, codec }))
+        };
         match self.endpoint.binding {
-            Binding::JsonRpc => Ok(Wire::Http(rest::Request {
-                method: reqwest::Method::POST,
-                url: url.clone(),
-                body: Some(jsonrpc::request(
-                    call,
-                    *version,
-                    tenant,
-                    NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                )?),
-            })),
-            Binding::HttpJson => rest::request(url, call, tenant)
-                .map(Wire::Http)
-                .map_err(|e| match e {
-                    // No task can have that id on this upstream.
-                    rest::Unaddressable::TaskId => ClientError::Rpc(RpcError {
-                        code: super::rpc_code::TASK_NOT_FOUND,
-                        message: "the task id cannot be an HTTP+JSON path segment".into(),
-                        data: None,
-                    }),
-                    rest::Unaddressable::Tenant => ClientError::Invalid(
-                        "the tenant cannot be an HTTP+JSON path segment".into(),
-                    ),
-                }),
+            Binding::JsonRpc => {
+                let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+                let request = jsonrpc::http_request(url, call, *version, tenant, id)?;
+                json(request, &jsonrpc::JsonRpc)
+            }
+            Binding::HttpJson => json(rest::request(url, call, tenant)?, &rest::HttpJson),
             Binding::Grpc => Ok(Wire::Grpc(Box::new(grpc::request(
                 call,
                 tenant.unwrap_or_default(),
             )))),
-        }
-    }
-
-    /// A unary answer's body as the endpoint's binding spells it.
-    fn answer(&self, op: Operation, text: &str) -> Result<Answer, ClientError> {
-        match self.endpoint.binding {
-            Binding::HttpJson => rest::answer(op, text),
-            Binding::JsonRpc | Binding::Grpc => jsonrpc::answer(op, self.endpoint.version, text),
         }
     }
 
@@ -468,9 +446,9 @@ impl Client {
             let result = match self.encode(call) {
                 Err(e) => Err(e),
                 Ok(Wire::Grpc(request)) => self.grpc_unary(method, request, headers, timeout).await,
-                Ok(Wire::Http(wire)) => {
+                Ok(Wire::Json(json)) => {
                     let op = call.operation();
-                    self.http_unary(op, method, wire, headers, timeout).await
+                    self.http_unary(op, method, json, headers, timeout).await
                 }
             };
             self.observe(method, result.is_ok());
@@ -496,7 +474,7 @@ impl Client {
                     self.grpc_stream(method, request, headers, head_timeout)
                         .await
                 }
-                Ok(Wire::Http(wire)) => self.http_stream(method, wire, headers, head_timeout).await,
+                Ok(Wire::Json(json)) => self.http_stream(method, json, headers, head_timeout).await,
             };
             self.observed_stream(method, opened)
         })
@@ -582,66 +560,6 @@ fn add_extensions(headers: &mut HeaderMap, version: ProtocolVersion, uris: &[Str
     }
 }
 
-// ---- gRPC ----
-
-impl Client {
-    /// The context of one gRPC call: `headers` (the endpoint's, the identity and
-    /// extensions headers, credentials) as metadata with `a2a-version` and the call's trace
-    /// headers.
-    fn grpc_exchange(
-        &self,
-        mut headers: HeaderMap,
-        trace_headers: HeaderMap,
-        timeout: Option<Duration>,
-    ) -> grpc::Exchange {
-        headers.extend(trace_headers);
-        headers.insert(A2A_VERSION, HeaderValue::from_static("1.0"));
-        grpc::Exchange {
-            transport: self.grpc.clone(),
-            url: self.endpoint.url.clone(),
-            headers,
-            max_message_bytes: self.max_event_bytes,
-            timeout,
-            connect_timeout: self.direct_streams.unwrap_or(self.call_timeout),
-            tls: self.tls.clone(),
-        }
-    }
-
-    /// A unary gRPC call within `timeout`, traced.
-    async fn grpc_unary(
-        &self,
-        method: &'static str,
-        request: Box<grpc::Request>,
-        headers: HeaderMap,
-        timeout: Duration,
-    ) -> Result<Answer, ClientError> {
-        // Boxed, as in `grpc_stream`.
-        Box::pin(self.call_traced(method, |trace| async move {
-            let exchange = self.grpc_exchange(headers, trace, Some(timeout));
-            head_within(Some(timeout), exchange.unary(*request)).await?
-        }))
-        .await
-    }
-
-    /// A gRPC server stream; its first answer within `head_timeout` when bounded.
-    async fn grpc_stream(
-        &self,
-        method: &'static str,
-        request: Box<grpc::Request>,
-        headers: HeaderMap,
-        head_timeout: Option<Duration>,
-    ) -> Result<EventStream, ClientError> {
-        // Boxed: an operation's future holds every binding's branch, so a JSON binding's
-        // call (a run's stream opening among them) would otherwise carry a gRPC call's
-        // state, several KiB (memory per open stream, docs/performance.md).
-        Box::pin(self.call_traced(method, |trace| async move {
-            let exchange = self.grpc_exchange(headers, trace, None);
-            head_within(head_timeout, exchange.stream(*request)).await?
-        }))
-        .await
-    }
-}
-
 /// Awaits a response head, within `bound` if there is one. Not an async fn: that would
 /// hold `head` twice, as its argument and as what it awaits.
 fn head_within<T>(
@@ -658,169 +576,4 @@ fn head_within<T>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::http::Bound;
-    use super::*;
-
-    fn client(version: ProtocolVersion) -> Client {
-        let endpoint = Endpoint::json_rpc(
-            "http://127.0.0.1:9/".parse().unwrap(),
-            version,
-            HeaderMap::new(),
-        );
-        Client::new(
-            reqwest::Client::new(),
-            endpoint,
-            1024,
-            Duration::from_secs(1),
-        )
-    }
-
-    /// What callers ask before an operation a version may lack (the thread list, a thread's
-    /// detail, pick-up): A2A 1.0 has every operation, 0.3 all but `ListTasks`; and an
-    /// operation not supported is refused without a call.
-    #[tokio::test]
-    async fn supports_says_which_operations_a_version_has() {
-        for op in Operation::ALL {
-            assert!(client(ProtocolVersion::V1).supports(op), "{op:?}");
-            let v0_3 = client(ProtocolVersion::V0_3);
-            assert_eq!(v0_3.supports(op), op != Operation::ListTasks, "{op:?}");
-        }
-        let refused = client(ProtocolVersion::V0_3)
-            .list_tasks(ListTasks::default())
-            .await;
-        assert!(
-            matches!(refused, Err(ClientError::Unsupported(..))),
-            "{refused:?}"
-        );
-    }
-
-    /// Every header a call carries is configured (the endpoint's headers, the identity
-    /// header) or in [`owned_headers`], so configuration is refused exactly the headers the
-    /// gateway would overwrite or double: a header the client starts setting without listing
-    /// it fails here. Both versions, with extensions asked for and a trace context (one with
-    /// `tracestate`, which the client's run span passes on).
-    #[test]
-    fn a_call_carries_only_owned_and_configured_headers() {
-        let traces =
-            crate::telemetry::Traces::start(&"http://127.0.0.1:9/v1/traces".parse().unwrap())
-                .unwrap();
-        let mut inbound = HeaderMap::new();
-        inbound.insert(
-            "traceparent",
-            HeaderValue::from_static("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
-        );
-        inbound.insert("tracestate", HeaderValue::from_static("vendor=value"));
-        let run = traces.run(&inbound, "a", "t");
-        let owned: Vec<HeaderName> = owned_headers().collect();
-        let bindings = [
-            (ProtocolVersion::V1, Binding::JsonRpc),
-            (ProtocolVersion::V0_3, Binding::JsonRpc),
-            (ProtocolVersion::V1, Binding::HttpJson),
-        ];
-        for (version, binding) in bindings {
-            let mut configured = HeaderMap::new();
-            configured.insert("x-api-key", HeaderValue::from_static("k"));
-            let endpoint = Endpoint {
-                binding,
-                tenant: Some("acme".into()),
-                ..Endpoint::json_rpc("http://127.0.0.1:9/".parse().unwrap(), version, configured)
-            };
-            let client = Client::new(
-                reqwest::Client::new(),
-                endpoint,
-                1024,
-                Duration::from_secs(1),
-            )
-            .with_header(
-                HeaderName::from_static("x-caller"),
-                HeaderValue::from_static("alice"),
-            )
-            .with_extensions(&["urn:x".to_owned()])
-            .traced(run.clone());
-            let (trace_headers, span) = run.call("m", binding.as_str());
-            span.end(true);
-            let id = TaskId::new("t");
-            let call = Call::GetTask {
-                id: &id,
-                history_length: None,
-            };
-            for bound in [Bound::Unary(Duration::from_secs(1)), Bound::Stream(None)] {
-                let Ok(Wire::Http(wire)) = client.encode(&call) else {
-                    panic!("{binding:?}")
-                };
-                let headers = client.headers(&call, HeaderMap::new());
-                let (req, _) = client.build(wire, bound, headers, trace_headers.clone());
-                let req = req.build().unwrap();
-                let names: Vec<&str> = req.headers().keys().map(HeaderName::as_str).collect();
-                for name in req.headers().keys() {
-                    assert!(
-                        owned.contains(name) || ["x-api-key", "x-caller"].contains(&name.as_str()),
-                        "{version:?} {binding:?} sends {name}, neither owned nor configured: {names:?}"
-                    );
-                }
-                for expected in [
-                    "traceparent",
-                    "tracestate",
-                    version.extensions_header().as_str(),
-                ] {
-                    assert!(names.contains(&expected), "{version:?}: {names:?}");
-                }
-            }
-            // gRPC: the same headers as metadata (tonic adds its own framing: `te`,
-            // `content-type`, `grpc-timeout`, which configuration may not set either).
-            if version == ProtocolVersion::V1 {
-                let grpc = Client {
-                    endpoint: Endpoint {
-                        binding: Binding::Grpc,
-                        ..client.endpoint.clone()
-                    },
-                    ..client.clone()
-                };
-                let headers = grpc.headers(&call, HeaderMap::new());
-                let exchange = grpc.grpc_exchange(
-                    headers,
-                    trace_headers.clone(),
-                    Some(Duration::from_secs(1)),
-                );
-                let names: Vec<&str> = exchange.headers.keys().map(HeaderName::as_str).collect();
-                for name in exchange.headers.keys() {
-                    assert!(
-                        owned.contains(name) || ["x-api-key", "x-caller"].contains(&name.as_str()),
-                        "gRPC sends {name}, neither owned nor configured: {names:?}"
-                    );
-                }
-                for expected in ["traceparent", "a2a-version", "a2a-extensions", "x-caller"] {
-                    assert!(names.contains(&expected), "gRPC: {names:?}");
-                }
-                assert!(owned.contains(&GRPC_TIMEOUT));
-            }
-        }
-        traces.shutdown();
-    }
-
-    /// A run holds its stream's opening, and a pick-up's `ListTasks`, while they take: a
-    /// JSON binding's call must not carry a gRPC call's state nor hold a future twice (1,000
-    /// streams opening at once each held 18 KiB for the opening alone; docs/performance.md).
-    #[test]
-    fn a_json_bindings_calls_hold_no_grpc_state() {
-        const BOUND: usize = 6 * 1024;
-        let c = client(ProtocolVersion::V1);
-        let msg = OutgoingMessage::default();
-        let sizes = [
-            ("stream_message", size_of_val(&c.stream_message(&msg, None))),
-            ("subscribe", size_of_val(&c.subscribe("t"))),
-            (
-                "send_message",
-                size_of_val(&c.send_message(&msg, None, None)),
-            ),
-            (
-                "list_tasks_paged",
-                size_of_val(&c.list_tasks_paged(ListTasks::default(), 1)),
-            ),
-        ];
-        for (call, size) in sizes {
-            assert!(size <= BOUND, "{call}: {size} bytes");
-        }
-    }
-}
+mod tests;

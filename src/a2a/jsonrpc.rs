@@ -12,13 +12,14 @@
 //! - Stream frames: each SSE frame's data is one whole response; 1.0 marks error frames
 //!   with `event: error`, 0.3 does not: the envelope decides either way.
 //!
-//! Data only: no I/O here. The client sends, bounds and reads (`client.rs`).
+//! The client's HTTP transport reads answers through [`JsonRpc`], this binding's
+//! [`JsonCodec`]. Data only: no I/O here. The client sends, bounds and reads (`client.rs`).
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::call::{Answer, Call, ListTasks};
+use super::call::{Answer, Call, HttpRequest, JsonCodec, ListTasks};
 use super::errors::ClientError;
 use super::model::{ProtocolVersion, RpcError, StreamEvent};
 use super::Operation;
@@ -71,6 +72,46 @@ pub(crate) fn request(
         params["tenant"] = Value::from(tenant);
     }
     Ok(request_body(id, method, params))
+}
+
+/// `call` as the HTTP request that carries it: a POST of its [`request`] body to the
+/// interface URL `url`.
+pub(crate) fn http_request(
+    url: &url::Url,
+    call: &Call<'_>,
+    version: ProtocolVersion,
+    tenant: Option<&str>,
+    id: u64,
+) -> Result<HttpRequest, ClientError> {
+    Ok(HttpRequest {
+        method: reqwest::Method::POST,
+        url: url.clone(),
+        body: Some(request(call, version, tenant, id)?),
+    })
+}
+
+/// The binding's codec as the HTTP transport reads through it. A non-2xx answer is not
+/// JSON-RPC: its body is never read (the status says what is wrong).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JsonRpc;
+
+impl JsonCodec for JsonRpc {
+    fn accept(&self) -> &'static str {
+        "application/json"
+    }
+
+    fn answer(
+        &self,
+        op: Operation,
+        version: ProtocolVersion,
+        body: &str,
+    ) -> Result<Answer, ClientError> {
+        answer(op, version, body)
+    }
+
+    fn frame(&self, version: ProtocolVersion, data: &str) -> Result<StreamEvent, ClientError> {
+        frame(version, data)
+    }
 }
 
 /// The params of `call` in `version`'s ProtoJSON (the HTTP+JSON binding's body of a send

@@ -12,26 +12,18 @@
 //!   message, details}}`), mapped through [`super::errors`]; the same body in an
 //!   `event: error` frame ends a stream.
 //!
-//! Data only: no I/O here. The client sends, bounds and reads (`client.rs`).
+//! The client's HTTP transport reads answers through [`HttpJson`], this binding's
+//! [`JsonCodec`]. Data only: no I/O here. The client sends, bounds and reads (`client.rs`).
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use url::Url;
 
-use super::call::{Answer, Call};
+use super::call::{Answer, Call, ErrorInBody, HttpRequest, JsonCodec};
 use super::errors::{self, ClientError};
 use super::model::{ProtocolVersion, RpcError, StreamEvent};
 use super::{jsonrpc, wire_v1, Operation};
 use crate::ids::TaskId;
-
-/// One HTTP+JSON request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    pub method: reqwest::Method,
-    pub url: Url,
-    /// The JSON body of a POST.
-    pub body: Option<Value>,
-}
 
 /// A value that cannot be one path segment: empty, or only dots (URLs read `.`, `..` and
 /// their percent-encodings as moves between segments).
@@ -41,13 +33,53 @@ pub enum Unaddressable {
     Tenant,
 }
 
+impl From<Unaddressable> for ClientError {
+    fn from(e: Unaddressable) -> Self {
+        match e {
+            // No task can have that id on this upstream.
+            Unaddressable::TaskId => ClientError::Rpc(RpcError {
+                code: super::rpc_code::TASK_NOT_FOUND,
+                message: "the task id cannot be an HTTP+JSON path segment".into(),
+                data: None,
+            }),
+            Unaddressable::Tenant => {
+                ClientError::Invalid("the tenant cannot be an HTTP+JSON path segment".into())
+            }
+        }
+    }
+}
+
+/// The binding's codec as the HTTP transport reads through it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HttpJson;
+
+impl JsonCodec for HttpJson {
+    /// A2A 1.0.1 prefers `application/a2a+json`; servers of 1.0.0 answer `application/json`.
+    fn accept(&self) -> &'static str {
+        "application/a2a+json, application/json"
+    }
+
+    fn answer(&self, op: Operation, _: ProtocolVersion, body: &str) -> Result<Answer, ClientError> {
+        answer(op, body)
+    }
+
+    fn frame(&self, _: ProtocolVersion, data: &str) -> Result<StreamEvent, ClientError> {
+        frame(data)
+    }
+
+    /// A non-2xx answer's `google.rpc.Status` names the A2A error (A2A 1.0 §11.6).
+    fn error_body(&self) -> Option<ErrorInBody> {
+        Some(error_of)
+    }
+}
+
 /// The request of `call` under the interface URL `base`, `tenant` (if not empty) its first
 /// path segment.
 pub(crate) fn request(
     base: &Url,
     call: &Call<'_>,
     tenant: Option<&str>,
-) -> Result<Request, Unaddressable> {
+) -> Result<HttpRequest, Unaddressable> {
     let mut path: Vec<String> = Vec::new();
     // A2A 1.0 §11: every route has a twin under `/{tenant}`.
     if let Some(tenant) = tenant.filter(|t| !t.is_empty()) {
@@ -117,7 +149,7 @@ pub(crate) fn request(
     if !query.is_empty() {
         url.query_pairs_mut().extend_pairs(query);
     }
-    Ok(Request { method, url, body })
+    Ok(HttpRequest { method, url, body })
 }
 
 /// A unary call's answer: the body, the 1.0 ProtoJSON result of `op` ([`Answer::of_json`]);

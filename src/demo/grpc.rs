@@ -390,6 +390,7 @@ mod tests {
     use crate::a2a::card::Binding;
     use crate::a2a::client::{Client, ClientError, Endpoint};
     use crate::a2a::model::{OutgoingMessage, Part, ProtocolVersion, StreamEvent};
+    use crate::ids::TaskId;
     use futures::StreamExt;
     use std::time::Duration;
 
@@ -536,7 +537,8 @@ mod tests {
             ["approve", "Do you approve? Reply yes or no.", "yes"]
         );
 
-        let read = client.get_task(&started.id, Some(0)).await.unwrap();
+        let started_id = TaskId::new(&started.id);
+        let read = client.get_task(&started_id, Some(0)).await.unwrap();
         assert_eq!(
             (read.status.state, read.history.len()),
             (TaskState::Completed, 0)
@@ -548,11 +550,16 @@ mod tests {
         assert_eq!(page.tasks[0].id, waiting.id, "newest first");
         assert!(page.next_page_token.is_some());
         assert_eq!(
-            code(client.cancel_task(&started.id).await.unwrap_err()),
+            code(client.cancel_task(&started_id).await.unwrap_err()),
             rpc_code::TASK_NOT_CANCELABLE
         );
         assert_eq!(
-            code(client.get_task("nope", None).await.unwrap_err()),
+            code(
+                client
+                    .get_task(&TaskId::new("nope"), None)
+                    .await
+                    .unwrap_err()
+            ),
             rpc_code::TASK_NOT_FOUND
         );
         let idle = client
@@ -563,12 +570,13 @@ mod tests {
         let Some(Ok(StreamEvent::Task(quiet))) = idle.next().await else {
             panic!("a task first")
         };
-        let mut watching = client.subscribe(&quiet.id).await.unwrap();
+        let quiet_id = TaskId::new(&quiet.id);
+        let mut watching = client.subscribe(&quiet_id).await.unwrap();
         assert!(matches!(
             watching.next().await,
             Some(Ok(StreamEvent::Task(_)))
         ));
-        client.cancel_task(&quiet.id).await.unwrap();
+        client.cancel_task(&quiet_id).await.unwrap();
         let mut states = Vec::new();
         while let Some(Ok(StreamEvent::StatusUpdate(u))) = watching.next().await {
             states.push(u.status.state);

@@ -57,7 +57,7 @@ use crate::bridge::request::RunOptions;
 use crate::bridge::{history, Projector, RunFrame};
 use crate::config::COPILOTKIT_DEFAULT_AGENT;
 use crate::error::{RequestError, RunError};
-use crate::ids::{ContextId, ThreadId};
+use crate::ids::{ContextId, TaskId, ThreadId};
 use crate::redact::Shown;
 use crate::registry::Agent;
 
@@ -201,7 +201,7 @@ async fn cancel_live(
     let cancel_all = async {
         let mut cancelled = 0;
         for task in live {
-            match upstream.client.cancel_task(&task.id).await {
+            match upstream.client.cancel_task(&TaskId::new(&task.id)).await {
                 Ok(_) => cancelled += 1,
                 Err(e) => return Err(RunError::from(&e)),
             }

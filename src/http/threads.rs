@@ -257,7 +257,7 @@ pub(crate) async fn tasks_of(
     };
     let task = upstream
         .client
-        .get_task(task_id.as_str(), Some(DETAIL_HISTORY))
+        .get_task(&task_id, Some(DETAIL_HISTORY))
         .await?;
     Ok(vec![task])
 }
@@ -356,7 +356,7 @@ async fn from_bindings(
     let task_ids: Vec<TaskId> = records.iter().filter_map(|r| r.task_id.clone()).collect();
     let reads = task_ids.into_iter().map(|task_id| {
         let client = upstream.client.clone();
-        async move { client.get_task(task_id.as_str(), Some(0)).await }
+        async move { client.get_task(&task_id, Some(0)).await }
     });
     let read_all = async {
         let mut reads = futures::stream::iter(reads).buffer_unordered(GET_CONCURRENCY);

@@ -20,6 +20,7 @@ use crate::a2a::model::{StreamEvent, Task};
 use crate::a2a::rpc_code;
 use crate::agui::Event;
 use crate::error::RunError;
+use crate::ids::TaskId;
 use crate::redact::Shown;
 use crate::registry::Resolved;
 use std::time::Duration;
@@ -30,10 +31,12 @@ pub(super) trait Resubscribe: Sync {
     /// Whether the agent streams (only then can a task be resubscribed).
     fn streams(&self) -> bool;
     /// `SubscribeToTask` (A2A 1.0 §3.1.6; 0.3 `tasks/resubscribe`).
-    fn subscribe<'a>(&'a self, task_id: &'a str)
-        -> BoxFuture<'a, Result<EventStream, ClientError>>;
+    fn subscribe<'a>(
+        &'a self,
+        task_id: &'a TaskId,
+    ) -> BoxFuture<'a, Result<EventStream, ClientError>>;
     /// `GetTask`.
-    fn get_task<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, Result<Task, ClientError>>;
+    fn get_task<'a>(&'a self, task_id: &'a TaskId) -> BoxFuture<'a, Result<Task, ClientError>>;
 }
 
 impl Resubscribe for Resolved {
@@ -43,12 +46,12 @@ impl Resubscribe for Resolved {
 
     fn subscribe<'a>(
         &'a self,
-        task_id: &'a str,
+        task_id: &'a TaskId,
     ) -> BoxFuture<'a, Result<EventStream, ClientError>> {
         self.client.subscribe(task_id).boxed()
     }
 
-    fn get_task<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, Result<Task, ClientError>> {
+    fn get_task<'a>(&'a self, task_id: &'a TaskId) -> BoxFuture<'a, Result<Task, ClientError>> {
         self.client.get_task(task_id, None).boxed()
     }
 }
@@ -236,7 +239,7 @@ impl Run {
             Some(reason) => format!("the upstream stream broke ({reason})"),
             None => "the upstream stream ended".to_owned(),
         };
-        let Some(task_id) = self.projector.task_id().map(str::to_owned) else {
+        let Some(task_id) = self.projector.task_id().map(TaskId::new) else {
             let msg = format!("{ended} before any task or reply");
             return self.fail(RunError::UpstreamStreamEnded(msg)).await;
         };
@@ -248,7 +251,7 @@ impl Run {
             }
             match upstream.subscribe(&task_id).await {
                 Ok(mut stream) => {
-                    tracing::info!(task_id = %Shown(&task_id), attempt, "resubscribed to the task");
+                    tracing::info!(task_id = %Shown(task_id.as_str()), attempt, "resubscribed to the task");
                     // The first frame is the task snapshot (A2A 1.0 §3.1.6): it fills the gap.
                     if let Ok(Some(Ok(StreamEvent::Task(task)))) =
                         tokio::time::timeout(self.env.timeouts.first_event(), stream.next()).await

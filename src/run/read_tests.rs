@@ -24,6 +24,7 @@ use crate::agui::{Event, RunAgentInput};
 use crate::app::state::Shared;
 use crate::config::{nonzero_u64, Millis};
 use crate::error::RunError;
+use crate::ids::TaskId;
 use crate::registry::Registry;
 
 const TASK: &str = "t-1";
@@ -125,7 +126,7 @@ impl Resubscribe for Upstream {
         true
     }
 
-    fn subscribe<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<EventStream, ClientError>> {
+    fn subscribe<'a>(&'a self, _: &'a TaskId) -> BoxFuture<'a, Result<EventStream, ClientError>> {
         *self.subscribed.lock().unwrap() += 1;
         let next = self.resubscriptions.lock().unwrap().pop_front();
         async move {
@@ -138,7 +139,7 @@ impl Resubscribe for Upstream {
         .boxed()
     }
 
-    fn get_task<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Task, ClientError>> {
+    fn get_task<'a>(&'a self, _: &'a TaskId) -> BoxFuture<'a, Result<Task, ClientError>> {
         let task = self.task.lock().unwrap().clone();
         async move { task.ok_or_else(|| ClientError::Unavailable("no task".into())) }.boxed()
     }

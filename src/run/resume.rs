@@ -14,6 +14,7 @@ use crate::bridge::dialect;
 use crate::bridge::interrupt::InterruptId;
 use crate::bridge::request::Answer;
 use crate::error::RunError;
+use crate::ids::TaskId;
 use crate::redact::Shown;
 use crate::registry::Resolved;
 
@@ -35,7 +36,11 @@ impl Run {
         upstream: &Resolved,
         answer: Answer,
     ) -> Result<(), Disconnected> {
-        let task = match upstream.client.get_task(&answer.task_id, None).await {
+        let task = match upstream
+            .client
+            .get_task(&TaskId::new(&answer.task_id), None)
+            .await
+        {
             Ok(task) => Some(task),
             Err(e) if answer.from_state && is_stale_task(&e) => None,
             Err(e) => return self.fail_with(&e).await,
@@ -118,7 +123,7 @@ impl Run {
         upstream: &Resolved,
         task_id: &str,
     ) -> Result<(), Disconnected> {
-        match upstream.client.cancel_task(task_id).await {
+        match upstream.client.cancel_task(&TaskId::new(task_id)).await {
             Ok(task) => {
                 self.apply(&StreamEvent::Task(task)).await?;
                 let events = self.projector.cancelled();
@@ -135,7 +140,8 @@ impl Run {
         task_id: &str,
     ) -> Result<(), Disconnected> {
         let history = self.plan.options.history_length;
-        let task = match upstream.client.get_task(task_id, history).await {
+        let task_id = TaskId::new(task_id);
+        let task = match upstream.client.get_task(&task_id, history).await {
             Ok(t) => t,
             Err(e) => return self.fail_with(&e).await,
         };
@@ -144,7 +150,7 @@ impl Run {
 
     /// Reattaches to `task` from its snapshot, then follows it until it ends.
     async fn follow(&mut self, upstream: &Resolved, task: &Task) -> Result<(), Disconnected> {
-        let task_id = task.id.as_str();
+        let task_id = TaskId::new(&task.id);
         let events = self.projector.reattach(task, &self.client_messages);
         self.emit(events).await?;
         if self.projector.is_finished() {
@@ -154,7 +160,7 @@ impl Run {
             let msg = "the agent does not stream; cannot follow its task".to_owned();
             return self.fail(RunError::UpstreamInvalid(msg)).await;
         }
-        match upstream.client.subscribe(task_id).await {
+        match upstream.client.subscribe(&task_id).await {
             Ok(stream) => self.pump(upstream, stream).await,
             Err(e) => self.fail_with(&e).await,
         }

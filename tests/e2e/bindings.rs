@@ -16,6 +16,8 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use agui_a2a_gateway::a2a::TaskId;
+
 use crate::support::*;
 
 /// The bindings of the matrix: as `GET /agents` names the one selected, and the reference
@@ -61,7 +63,7 @@ async fn task_state(mode: &'static str, task_id: &str) -> String {
     if mode == "grpc" {
         let a2a = grpc_client(upstream(mode));
         return a2a
-            .get_task(task_id, None)
+            .get_task(&TaskId::new(task_id), None)
             .await
             .unwrap()
             .status
@@ -350,7 +352,8 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
             panic!("{binding:?}: a task");
         };
         assert!(task.status.state.is_terminal(), "{binding:?}");
-        let read = a2a.get_task(&task.id, Some(1)).await.unwrap();
+        let task_id = TaskId::new(&task.id);
+        let read = a2a.get_task(&task_id, Some(1)).await.unwrap();
         assert_eq!(
             (read.id.as_str(), read.history.len()),
             (task.id.as_str(), 1)
@@ -361,17 +364,18 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
             .await
             .unwrap();
         assert_eq!(page.tasks.len(), 1, "{binding:?}");
-        let mut events = a2a.subscribe(&task.id).await.map(|_| ()).err();
+        let mut events = a2a.subscribe(&task_id).await.map(|_| ()).err();
         assert_eq!(
             events.take().map(code),
             Some(-32004),
             "{binding:?}: a finished task"
         );
-        let cancel = a2a.cancel_task(&task.id).await.unwrap_err();
+        let cancel = a2a.cancel_task(&task_id).await.unwrap_err();
         assert_eq!(code(cancel), -32002, "{binding:?}");
-        let missing = a2a.get_task("no-such-task", None).await.unwrap_err();
+        let missing = a2a.get_task(&TaskId::new("no-such-task"), None).await;
+        let missing = missing.unwrap_err();
         assert!(missing.is_task_not_found(), "{binding:?}: {missing}");
-        let unaddressable = a2a.get_task("..", None).await;
+        let unaddressable = a2a.get_task(&TaskId::new(".."), None).await;
         assert!(
             unaddressable.is_err_and(|e| e.is_task_not_found()),
             "{binding:?}"
@@ -379,7 +383,8 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
     }
     // Without its tenant the interface answers nothing A2A: a 404 from the router.
     let untenanted = client(endpoint(Binding::HttpJson, None));
-    let err = untenanted.get_task("t", None).await.unwrap_err();
+    let err = untenanted.get_task(&TaskId::new("t"), None).await;
+    let err = err.unwrap_err();
     assert!(
         matches!(&err, ClientError::Unavailable(m) if m.contains("HTTP 404")),
         "{err}"

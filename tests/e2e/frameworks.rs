@@ -25,6 +25,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use agui_a2a_gateway::a2a::card::Binding;
+use agui_a2a_gateway::a2a::TaskId;
 
 use crate::support::*;
 
@@ -1172,7 +1173,8 @@ async fn a2a_js_client(mode: &str) {
 
     // Subscribing to the waiting task opens with its snapshot (the SDK then holds the
     // stream open: the task's event bus lives on in input-required).
-    let mut live = a2a.subscribe(&task.id).await.unwrap();
+    let task_id = TaskId::new(&task.id);
+    let mut live = a2a.subscribe(&task_id).await.unwrap();
     let first = tokio::time::timeout(REQUEST_WITHIN, live.next()).await;
     assert!(
         matches!(&first, Ok(Some(Ok(StreamEvent::Task(t)))) if t.id == task.id
@@ -1181,7 +1183,7 @@ async fn a2a_js_client(mode: &str) {
     );
     drop(live);
 
-    let read = a2a.get_task(&task.id, Some(1)).await.unwrap();
+    let read = a2a.get_task(&task_id, Some(1)).await.unwrap();
     assert_eq!((&read.id, read.history.len()), (&task.id, 1), "{what}");
     let page = a2a
         .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(context, 10).with_artifacts())
@@ -1211,20 +1213,20 @@ async fn a2a_js_client(mode: &str) {
         rpc_code::UNSUPPORTED_OPERATION,
         "{what}: a second answer"
     );
-    let resubscribed = a2a.subscribe(&task.id).await.map(|_| ()).unwrap_err();
+    let resubscribed = a2a.subscribe(&task_id).await.map(|_| ()).unwrap_err();
     assert_eq!(
         code(resubscribed),
         rpc_code::UNSUPPORTED_OPERATION,
         "{what}: subscribe"
     );
-    let cancel = a2a.cancel_task(&task.id).await.unwrap_err();
+    let cancel = a2a.cancel_task(&task_id).await.unwrap_err();
     assert_eq!(
         code(cancel),
         rpc_code::TASK_NOT_CANCELABLE,
         "{what}: cancel"
     );
     for id in ["no-such-task", ".."] {
-        let missing = a2a.get_task(id, None).await.unwrap_err();
+        let missing = a2a.get_task(&TaskId::new(id), None).await.unwrap_err();
         assert!(missing.is_task_not_found(), "{what}: {id}: {missing}");
     }
 }

@@ -865,6 +865,7 @@ async fn shutdown_ends_open_runs_with_a_terminal_event() {
 async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
     use agui_a2a_gateway::a2a::client::{Client, ClientError, Endpoint};
     use agui_a2a_gateway::a2a::model::ProtocolVersion;
+    use agui_a2a_gateway::a2a::TaskId;
     let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
     let steps = drive(
         &gw.agent_url("ref"),
@@ -911,12 +912,10 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
     assert!(matches!(v03, Err(ClientError::Unsupported(..))));
     // GetTask and CancelTask in both versions, on a finished task.
     for version in [ProtocolVersion::V1, ProtocolVersion::V0_3] {
-        let task = client(version)
-            .get_task(&page.tasks[0].id, Some(1))
-            .await
-            .unwrap();
+        let task_id = TaskId::new(&page.tasks[0].id);
+        let task = client(version).get_task(&task_id, Some(1)).await.unwrap();
         assert!(task.status.state.is_terminal());
-        let cancel = client(version).cancel_task(&page.tasks[0].id).await;
+        let cancel = client(version).cancel_task(&task_id).await;
         assert!(
             matches!(cancel, Err(ClientError::Rpc(ref e)) if e.code == -32002),
             "{version:?}: {cancel:?}"

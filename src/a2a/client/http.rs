@@ -1,8 +1,10 @@
 //! The JSON bindings' transport (JSON-RPC and HTTP+JSON): a call's HTTP request built by
 //! reqwest and sent by it, or, for streams, by [`crate::a2a::direct`]; a non-2xx answer as
-//! the error it is ([`Refusal::of_http`], [`rest::error_of`]); bodies read within their
-//! bounds; stream frames decoded by the binding's codec ([`jsonrpc::frame`], [`rest::frame`]).
-//! What every call shares is the client's ([`super::Client`]).
+//! the error it is ([`Refusal::of_http`], else what the binding reads in its body); bodies
+//! read within their bounds; answers and stream frames read by the binding's codec. It
+//! never asks which binding it carries: what differs is the call's [`JsonCodec`]
+//! ([`crate::a2a::jsonrpc::JsonRpc`], [`crate::a2a::rest::HttpJson`]). What every call
+//! shares is the client's ([`super::Client`]).
 
 use std::time::Duration;
 
@@ -10,12 +12,18 @@ use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
 
 use super::{head_within, Client, ClientError, EventStream, A2A_VERSION, MAX_ERROR_BODY};
-use crate::a2a::call::Answer;
-use crate::a2a::card::Binding;
+use crate::a2a::call::{Answer, HttpRequest, JsonCodec};
 use crate::a2a::errors::Refusal;
-use crate::a2a::model::{ProtocolVersion, StreamEvent};
+use crate::a2a::model::ProtocolVersion;
 use crate::a2a::sse::{self, SseError};
-use crate::a2a::{jsonrpc, rest, Operation};
+use crate::a2a::Operation;
+
+/// A JSON binding's call: its HTTP request, and the binding's codec that reads what answers
+/// it.
+pub(super) struct JsonCall {
+    pub(super) request: HttpRequest,
+    pub(super) codec: &'static dyn JsonCodec,
+}
 
 /// How long a call may take.
 #[derive(Debug, Clone, Copy)]
@@ -32,16 +40,18 @@ impl Client {
         &self,
         op: Operation,
         method: &'static str,
-        wire: rest::Request,
+        call: JsonCall,
         headers: HeaderMap,
         timeout: Duration,
     ) -> Result<Answer, ClientError> {
+        let codec = call.codec;
         let bound = Bound::Unary(timeout);
         let resp = self
-            .call_traced(method, |trace| self.send_http(wire, bound, headers, trace))
+            .call_traced(method, |trace| self.send_http(call, bound, headers, trace))
             .await?;
         let body = read_limited(resp, self.max_event_bytes, Some(timeout)).await?;
-        self.answer(op, &String::from_utf8_lossy(&body))
+        let version = self.endpoint.version;
+        codec.answer(op, version, &String::from_utf8_lossy(&body))
     }
 
     /// A streaming call of a JSON binding: over [`crate::a2a::direct`] when this client reads its
@@ -49,45 +59,47 @@ impl Client {
     pub(super) async fn http_stream(
         &self,
         method: &'static str,
-        wire: rest::Request,
+        call: JsonCall,
         headers: HeaderMap,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
         if let Some(connect_timeout) = self.direct_streams {
             if matches!(self.endpoint.url.scheme(), "http" | "https") {
                 return self
-                    .direct_stream(method, wire, headers, head_timeout, connect_timeout)
+                    .direct_stream(method, call, headers, head_timeout, connect_timeout)
                     .await;
             }
         }
+        let codec = call.codec;
         let bound = Bound::Stream(head_timeout);
         let resp = self
-            .call_traced(method, |trace| self.send_http(wire, bound, headers, trace))
+            .call_traced(method, |trace| self.send_http(call, bound, headers, trace))
             .await?;
         let content_type = resp.headers().get(CONTENT_TYPE);
         if !is_event_stream(content_type.and_then(|v| v.to_str().ok())) {
             let body = read_limited(resp, self.max_event_bytes, None).await?;
-            return self.single_event(&body);
+            return self.single_event(codec, &body);
         }
-        Ok(self.events_of(resp.bytes_stream()))
+        Ok(self.events_of(codec, resp.bytes_stream()))
     }
 
     /// Sends one HTTP request; a non-2xx answer is an error ([`Client::refusal`]).
     async fn send_http(
         &self,
-        wire: rest::Request,
+        call: JsonCall,
         bound: Bound,
         headers: HeaderMap,
         trace_headers: HeaderMap,
     ) -> Result<reqwest::Response, ClientError> {
-        let (req, head_timeout) = self.build(wire, bound, headers, trace_headers);
+        let codec = call.codec;
+        let (req, head_timeout) = self.build(call, bound, headers, trace_headers);
         let resp = head_within(head_timeout, req.send())
             .await?
             .map_err(|e| self.failure(&e, head_timeout))?;
         if !resp.status().is_success() {
             let status = resp.status();
             let body = read_limited(resp, self.error_body_limit(), None);
-            return Err(self.refusal(status, async { body.await.ok() }).await);
+            return Err(self.refusal(codec, status, async { body.await.ok() }).await);
         }
         Ok(resp)
     }
@@ -108,21 +120,22 @@ impl Client {
     }
 
     /// A non-2xx answer as an error: a refusal of the credentials ([`Refusal::of_http`]);
-    /// else, JSON-RPC: its status and our own words (the body is not read); HTTP+JSON: the
-    /// A2A error its body names ([`rest::error_of`]), the body read within
-    /// [`Client::error_body_limit`] and `timeouts.upstream_call`, else the status. The body
-    /// is never shown.
+    /// else the A2A error its body names where the binding's bodies name one
+    /// ([`JsonCodec::error_body`], HTTP+JSON's), the body read within
+    /// [`Client::error_body_limit`] and `timeouts.upstream_call`; else its status and our
+    /// own words (JSON-RPC's body is not read). The body is never shown.
     async fn refusal(
         &self,
+        codec: &dyn JsonCodec,
         status: reqwest::StatusCode,
         body: impl std::future::Future<Output = Option<Vec<u8>>>,
     ) -> ClientError {
         if let Some(refusal) = Refusal::of_http(status.as_u16(), &self.endpoint_url()) {
             return ClientError::Unauthorized(refusal);
         }
-        if self.endpoint.binding == Binding::HttpJson {
+        if let Some(error_of) = codec.error_body() {
             if let Ok(Some(body)) = tokio::time::timeout(self.call_timeout, body).await {
-                if let Some(e) = rest::error_of(status.as_u16(), &body) {
+                if let Some(e) = error_of(status.as_u16(), &body) {
                     return ClientError::Rpc(e);
                 }
             }
@@ -133,26 +146,25 @@ impl Client {
     /// The HTTP request of a call with `headers`, and the bound of its response head.
     pub(super) fn build(
         &self,
-        wire: rest::Request,
+        call: JsonCall,
         bound: Bound,
         headers: HeaderMap,
         trace_headers: HeaderMap,
     ) -> (reqwest::RequestBuilder, Option<Duration>) {
-        let accept = match (bound, self.endpoint.binding) {
-            (Bound::Stream(_), _) => "text/event-stream",
-            // A2A 1.0.1 prefers application/a2a+json; servers of 1.0.0 answer application/json.
-            (Bound::Unary(_), Binding::HttpJson) => "application/a2a+json, application/json",
-            (Bound::Unary(_), _) => "application/json",
+        let accept = match bound {
+            Bound::Stream(_) => "text/event-stream",
+            Bound::Unary(_) => call.codec.accept(),
         };
+        let HttpRequest { method, url, body } = call.request;
         let mut req = self
             .http
-            .request(wire.method, wire.url)
+            .request(method, url)
             .headers(headers)
             .headers(trace_headers)
             .header(ACCEPT, accept);
         // Content-Type application/json: what every JSON-RPC server and both SDKs' HTTP+JSON
         // routes accept (1.0.1's application/a2a+json is newer than some servers).
-        if let Some(body) = &wire.body {
+        if let Some(body) = &body {
             req = req.json(body);
         }
         // A2A 1.0 §3.6: the version header on every call; 0.3 servers expect none.
@@ -172,24 +184,20 @@ impl Client {
     /// A streaming call answered without SSE: errors detected before the first event come
     /// back as plain JSON (a2a-sdk 1.3.0, transcripts §2.16, §3.11); a non-streaming server
     /// may also answer a single result.
-    fn single_event(&self, body: &[u8]) -> Result<EventStream, ClientError> {
-        let event = decode_data(
-            self.endpoint.binding,
-            self.endpoint.version,
-            &String::from_utf8_lossy(body),
-        )?;
+    fn single_event(&self, codec: &dyn JsonCodec, body: &[u8]) -> Result<EventStream, ClientError> {
+        let event = codec.frame(self.endpoint.version, &String::from_utf8_lossy(body))?;
         Ok(Box::pin(futures::stream::iter([Ok(event)])))
     }
 
     /// The events of an SSE `body`, each decoded where the SSE reader holds it (no copy of
     /// its data).
-    fn events_of<S, E>(&self, body: S) -> EventStream
+    fn events_of<S, E>(&self, codec: &'static dyn JsonCodec, body: S) -> EventStream
     where
         S: Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
         E: std::fmt::Display + 'static,
     {
-        let (binding, version) = (self.endpoint.binding, self.endpoint.version);
-        let decode = move |_event: Option<&str>, data: &str| decode_data(binding, version, data);
+        let version = self.endpoint.version;
+        let decode = move |_event: Option<&str>, data: &str| codec.frame(version, data);
         let frames = sse::frames(body, self.max_event_bytes, decode);
         Box::pin(frames.map(|frame| match frame {
             Err(SseError::TooLarge { limit }) => Err(ClientError::EventTooLarge { limit }),
@@ -203,12 +211,13 @@ impl Client {
     async fn direct_stream(
         &self,
         method: &'static str,
-        wire: rest::Request,
+        call: JsonCall,
         headers: HeaderMap,
         head_timeout: Option<Duration>,
         connect_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
-        let send = |trace| self.send_direct(wire, headers, head_timeout, connect_timeout, trace);
+        let codec = call.codec;
+        let send = |trace| self.send_direct(call, headers, head_timeout, connect_timeout, trace);
         let mut resp = self.call_traced(method, send).await?;
         if !is_event_stream(resp.content_type.as_deref()) {
             let limit = self.max_event_bytes;
@@ -216,7 +225,7 @@ impl Client {
                 Some(body) => body,
                 None => return Err(ClientError::EventTooLarge { limit }),
             };
-            return self.single_event(&body);
+            return self.single_event(codec, &body);
         }
         let body = futures::stream::unfold(Some(resp.body), |body| async move {
             let mut body = body?;
@@ -226,21 +235,22 @@ impl Client {
                 Err(e) => Some((Err(e), None)),
             }
         });
-        Ok(self.events_of(Box::pin(body)))
+        Ok(self.events_of(codec, Box::pin(body)))
     }
 
     /// Sends a streaming call over [`crate::a2a::direct`]; its response head within
     /// `head_timeout` when bounded.
     async fn send_direct(
         &self,
-        wire: rest::Request,
+        call: JsonCall,
         headers: HeaderMap,
         head_timeout: Option<Duration>,
         connect_timeout: Duration,
         trace_headers: HeaderMap,
     ) -> Result<crate::a2a::direct::Response, ClientError> {
+        let codec = call.codec;
         let bound = Bound::Stream(head_timeout);
-        let (req, head_timeout) = self.build(wire, bound, headers, trace_headers);
+        let (req, head_timeout) = self.build(call, bound, headers, trace_headers);
         let request = req
             .build()
             .map_err(|e| ClientError::Unavailable(describe(&e)))?;
@@ -254,7 +264,7 @@ impl Client {
             let mut resp = resp;
             let limit = self.error_body_limit();
             let body = async move { resp.body.read_to_end(limit).await.ok().flatten() };
-            return Err(self.refusal(status, body).await);
+            return Err(self.refusal(codec, status, body).await);
         }
         Ok(resp)
     }
@@ -294,19 +304,6 @@ pub async fn read_limited(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
-}
-
-/// One stream item (an SSE frame's data, or a plain JSON body answering a streaming call)
-/// as the binding spells it.
-fn decode_data(
-    binding: Binding,
-    version: ProtocolVersion,
-    data: &str,
-) -> Result<StreamEvent, ClientError> {
-    match binding {
-        Binding::HttpJson => rest::frame(data),
-        Binding::JsonRpc | Binding::Grpc => jsonrpc::frame(version, data),
-    }
 }
 
 /// A reqwest error with its causes ("connection refused" is in the source chain), its URL
