@@ -30,7 +30,7 @@ use agui_a2a_gateway::a2a::TaskId;
 use crate::support::*;
 
 const HELLO: &str = "This reply arrives in chunks.";
-const SUNNY: &str = "It is sunny in Paris.";
+pub const SUNNY: &str = "It is sunny in Paris.";
 const QUESTION: &str = "Approve sending the report?";
 const ANSWER: &str = "yes, send it";
 const DONE: &str = "Done: yes, send it.";
@@ -60,8 +60,8 @@ const PEERS: [(&str, &str, &str, Binding); 9] = [
 
 /// A running framework peer; lives for the whole test binary (it exits with it:
 /// `--parent-pid`).
-struct Peer {
-    url: String,
+pub struct Peer {
+    pub url: String,
     /// The A2A version its tasks are read back with (`tasks/get` or `GetTask`).
     protocol: &'static str,
     /// The binding its card offers.
@@ -72,7 +72,7 @@ struct Peer {
 }
 
 /// The shared peer of `fw` in `mode`, started on first use.
-fn peer(fw: &str, mode: &str) -> &'static Peer {
+pub fn peer(fw: &str, mode: &str) -> &'static Peer {
     static CELLS: [OnceLock<Peer>; PEERS.len()] = [const { OnceLock::new() }; PEERS.len()];
     let at = PEERS
         .iter()
@@ -196,7 +196,7 @@ async fn get_json(url: &str) -> Value {
 }
 
 /// A thread id unique to this test binary's run.
-fn thread(name: &str) -> String {
+pub fn thread(name: &str) -> String {
     format!("fw-{name}-{}", std::process::id())
 }
 
@@ -578,7 +578,7 @@ async fn adk_v2_tool_call_and_result_reach_the_client_and_reload_the_same() {
 
 /// The thoughts of ADK's `think` script (tests/frameworks/adk/agent.py), one reasoning
 /// message per stretch of thinking.
-const ADK_THOUGHTS: [&str; 2] = [
+pub const ADK_THOUGHTS: [&str; 2] = [
     "The user wants the weather. I should call get_weather.",
     "The tool says sunny.",
 ];

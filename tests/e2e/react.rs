@@ -4,7 +4,8 @@
 //! deployed app is: the gateway allows that origin (`cors_origins`). The driver
 //! (`tests/react/app.test.mjs`) types into CopilotKit's chat, reloads, and reports what the
 //! chat rendered, what `useCapabilities` returned, the AG-UI events the agent received, the
-//! requests the page sent, and every console error.
+//! requests the page sent, and every console error. Most tests talk to the demo agent; the
+//! reasoning test to the real ADK peer with its scripted thinking model (`frameworks.rs`).
 
 use std::time::Instant;
 
@@ -51,9 +52,15 @@ async fn bundle() -> &'static str {
 /// A gateway running the demo agent (and `extra` config), allowing the page's origin
 /// `http://127.0.0.1:{port}`.
 async fn gateway(port: u16, extra: Value) -> Gateway {
+    gateway_with(port, extra, true).await
+}
+
+/// A gateway with `extra` config (and the demo agent when `demo`), allowing the page's origin
+/// `http://127.0.0.1:{port}`.
+async fn gateway_with(port: u16, extra: Value, demo: bool) -> Gateway {
     let mut config = extra;
     config["cors_origins"] = json!([format!("http://127.0.0.1:{port}")]);
-    let gw = Gateway::start(&config.to_string(), true).await;
+    let gw = Gateway::start(&config.to_string(), demo).await;
     wait_ready(&gw).await;
     gw
 }
@@ -266,4 +273,140 @@ async fn a_reload_restores_the_thread() {
         events_of(after, "RUN_STARTED")[0]["threadId"],
         "react-reload"
     );
+}
+
+/// `(done, expanded, visible)` of each reasoning block the chat rendered: `done` when its
+/// header says "Thought for …" (not "Thinking…").
+fn reasoning_blocks(step: &Value) -> Vec<(bool, bool, bool)> {
+    step["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["kind"] == "reasoning")
+        .map(|m| {
+            (
+                m["label"].as_str().unwrap().starts_with("Thought for "),
+                m["expanded"].as_bool().unwrap(),
+                m["visible"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The real ADK 2.13 peer with its scripted thinking model (`tests/frameworks/adk/agent.py`:
+/// `think` thinks, calls get_weather, thinks again, answers): the chat shows each stretch of
+/// thinking as CopilotKit's reasoning block ("Thought for …", collapsed once the run is over,
+/// its text shown when the user opens it) and the answer apart, the thoughts nowhere in the
+/// answer nor in any text the run streamed; a reload (CopilotKit's `connect`, the gateway's
+/// `MESSAGES_SNAPSHOT` rebuilt from the A2A task) shows the same blocks and answer again, in
+/// the same order under the same ids.
+#[tokio::test(flavor = "multi_thread")]
+async fn reasoning_is_shown_as_reasoning_live_and_after_a_reload() {
+    use crate::frameworks::{peer, thread, ADK_THOUGHTS, SUNNY};
+    let adk = peer("adk", "sse");
+    let port = free_port();
+    let gw = gateway_with(
+        port,
+        json!({"agents": [{"name": "adk", "url": adk.url}]}),
+        false,
+    )
+    .await;
+    let report = app(
+        port,
+        json!({
+            "runtimeUrl": format!("{}/copilotkit", gw.base),
+            "agentId": "adk",
+            "threadId": thread("react-think"),
+            "steps": [
+                {"send": "think about the weather in Paris"},
+                {"expand": true},
+                {"reload": true, "messages": 5},
+                {"expand": true},
+            ],
+        }),
+    )
+    .await;
+    let steps = report["steps"].as_array().unwrap();
+    let (live, live_open, reloaded, reloaded_open) = (&steps[0], &steps[1], &steps[2], &steps[3]);
+    // The user's question, a thought, the tool call (an assistant message CopilotKit renders
+    // empty: the app renders no tools), the second thought, the answer.
+    let turn = [
+        said("user", "think about the weather in Paris"),
+        said("reasoning", ADK_THOUGHTS[0]),
+        said("assistant", ""),
+        said("reasoning", ADK_THOUGHTS[1]),
+        said("assistant", SUNNY),
+    ];
+    for step in [live, live_open, reloaded, reloaded_open] {
+        assert_eq!(rendered(step), turn, "{step:#}");
+        for (kind, text) in rendered(step) {
+            if kind != "reasoning" {
+                for thought in ADK_THOUGHTS {
+                    assert!(
+                        !text.contains(thought),
+                        "a thought in a {kind} message: {text:?}"
+                    );
+                }
+            }
+        }
+    }
+    // Collapsed once the thinking is over, live and after the reload; open when clicked.
+    let done = |open| vec![(true, open, open); 2];
+    assert_eq!(reasoning_blocks(live), done(false), "{live:#}");
+    assert_eq!(reasoning_blocks(live_open), done(true), "{live_open:#}");
+    assert_eq!(reasoning_blocks(reloaded), done(false), "{reloaded:#}");
+    assert_eq!(
+        reasoning_blocks(reloaded_open),
+        done(true),
+        "{reloaded_open:#}"
+    );
+
+    // Live: the thoughts arrived as reasoning events, the blocks are those messages, and no
+    // text message carried a thought.
+    let thought_ids: Vec<&Value> = events_of(live, "REASONING_MESSAGE_START")
+        .iter()
+        .map(|e| &e["messageId"])
+        .collect();
+    let shown_ids: Vec<&Value> = live["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["kind"] == "reasoning")
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(thought_ids.len(), 2, "{live:#}");
+    assert_eq!(shown_ids, thought_ids, "{live:#}");
+    let streamed: String = events_of(live, "TEXT_MESSAGE_CONTENT")
+        .iter()
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, SUNNY, "{live:#}");
+
+    // The reload: CopilotKit's connect, the gateway's snapshot, the same messages (the tool
+    // result is not rendered) under the same ids.
+    assert!(
+        requests(reloaded).contains(&"POST /copilotkit/agent/adk/connect"),
+        "{:?}",
+        requests(reloaded)
+    );
+    let snapshots = events_of(reloaded, "MESSAGES_SNAPSHOT");
+    assert_eq!(snapshots.len(), 1, "{reloaded:#}");
+    let snapshot: Vec<&Value> = snapshots[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "tool")
+        .collect();
+    let roles: Vec<&str> = snapshot
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "reasoning", "assistant", "reasoning", "assistant"],
+        "{reloaded:#}"
+    );
+    let snapshot_ids: Vec<&str> = snapshot.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids(&reloaded["messages"]), snapshot_ids, "{reloaded:#}");
+    assert_eq!(ids(&reloaded["messages"]), ids(&live["messages"]));
 }

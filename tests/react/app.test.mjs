@@ -15,14 +15,17 @@
 //         {"goto": {"threadId": "...", ...}, "messages": N?}
 //                                 open the page anew with these settings changed (another
 //                                 thread, agent, key; null removes one), then as a reload
+//         {"expand": true}        click the header of every collapsed reasoning block (a user
+//                                 opening the thoughts), then wait for quiet
 //         {"wait": MS}            just wait
 // Prints one JSON line: {ok, failure, origin, steps: [StepReport], console: [...], external:
 // [...]}. StepReport: {step, elapsedMs, runtime, capabilities (what useCapabilities returned,
 // as the page rendered it), messages (every message the chat rendered, in order: {kind: "user"
-// | "assistant" | "reasoning" | "other", id, text, label?}), appMessages (the agent's own list:
-// {id, role, content}), events (the AG-UI events the agent received during the step), errors
-// (CopilotKit's onError and failed runs), console (console errors and page errors during the
-// step), warnings (console warnings)}. `console` at the top collects every console error of
+// | "assistant" | "reasoning" | "other", id, text, and for reasoning label (the header's
+// text), expanded (the header's aria-expanded) and visible (its text panel takes room)}),
+// appMessages (the agent's own list: {id, role, content}), events (the AG-UI events the agent
+// received during the step), errors (CopilotKit's onError and failed runs), console (console
+// errors and page errors during the step), warnings (console warnings)}. `console` at the top collects every console error of
 // the whole session; `external` every request the page made to another host than 127.0.0.1.
 // Exits 1 when a step could not be completed (the report says where).
 import { createReadStream, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
@@ -152,7 +155,12 @@ async function snapshot() {
       const copy = el.cloneNode(true);
       for (const x of copy.querySelectorAll('[data-testid$="-toolbar"], :scope > button')) x.remove();
       const m = { kind, id: el.getAttribute("data-message-id"), text: copy.textContent.trim() };
-      if (kind === "reasoning") m.label = header.textContent.trim();
+      if (kind === "reasoning") {
+        m.label = header.textContent.trim();
+        m.expanded = header.getAttribute("aria-expanded") === "true";
+        // The panel after the header: open when it takes room on the page.
+        m.visible = (header.nextElementSibling?.getBoundingClientRect().height ?? 0) > 1;
+      }
       messages.push(m);
     }
     let capabilities = null;
@@ -240,6 +248,10 @@ async function runStep(step) {
     await until("the run ends", (s) => s.runsFinished > before.runsFinished && !s.running);
     await until("the reply is shown", shown);
     await quiet(300);
+  } else if (step.expand) {
+    const headers = page.locator('[data-testid="copilot-message-list"] [data-message-id] > button[aria-expanded="false"]');
+    for (let n = await headers.count(); n > 0; n--) await headers.first().click();
+    await quiet();
   } else if (step.wait) {
     await page.waitForTimeout(step.wait);
   }
