@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::reply;
 use super::tools::{self, ADK_FUNCTION_CALL, ADK_FUNCTION_RESPONSE, ADK_TYPE};
-use super::usage::Tokens;
+use super::usage::{Tokens, UsageReport};
 use crate::a2a::model::{Message, Part, PartContent};
 use crate::json::str_at;
 
@@ -75,17 +75,6 @@ pub(crate) fn split_text(parts: &[Part]) -> (String, String) {
 /// status text or a failure message says).
 pub(crate) fn answer_text(message: &Message) -> String {
     split_text(&message.parts).0
-}
-
-/// One usage report found in metadata.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct UsageReport<'a> {
-    /// The model call it belongs to, when the framework names it (ADK's event id).
-    pub call: Option<&'a str>,
-    /// Sent with a streaming chunk (`kagent_adk_partial: true`): the call's final event
-    /// reports it again.
-    pub partial: bool,
-    pub tokens: Tokens,
 }
 
 /// The usage report in `metadata`, if there is one with at least one count.

@@ -21,7 +21,6 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
-use super::dialect::UsageReport;
 use crate::agui::event::TokenUsage;
 
 /// Named model calls told apart in one run; beyond, reports add up.
@@ -74,6 +73,17 @@ impl Tokens {
             cached_input_tokens: self.cached,
         }
     }
+}
+
+/// One usage report found in metadata (`super::dialect::usage_in` reads it).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UsageReport<'a> {
+    /// The model call it belongs to, when the framework names it (ADK's event id).
+    pub call: Option<&'a str>,
+    /// Sent with a streaming chunk (`kagent_adk_partial: true`): the call's final event
+    /// reports it again.
+    pub partial: bool,
+    pub tokens: Tokens,
 }
 
 /// The usage reports of one run.
