@@ -60,8 +60,8 @@ const PEERS: [(&str, &str, &str, Binding); 9] = [
 
 /// A running framework peer; lives for the whole test binary (it exits with it:
 /// `--parent-pid`).
-struct Peer {
-    url: String,
+pub(crate) struct Peer {
+    pub(crate) url: String,
     /// The A2A version its tasks are read back with (`tasks/get` or `GetTask`).
     protocol: &'static str,
     /// The binding its card offers.
@@ -750,7 +750,7 @@ async fn kagent_thinking_is_reasoning_with_usage_and_reloads_the_same() {
 
 /// kagent-adk 0.10.4's parent and child (`tests/frameworks/kagent/delegation.py`), started
 /// once: the child first, then the parent naming it. The parent is the peer.
-fn kagent_delegation() -> &'static Peer {
+pub(crate) fn kagent_delegation() -> &'static Peer {
     static PAIR: OnceLock<(Peer, Child)> = OnceLock::new();
     let (parent, _child) = PAIR.get_or_init(|| {
         let dir = root().join("tests/frameworks/kagent");
