@@ -226,6 +226,14 @@ pub struct AgentConfig {
     /// The A2A binding (docs/bindings.md): the card's order, or a pin.
     #[serde(default)]
     pub binding: BindingChoice,
+    /// How delegation to another agent shows to clients that do not declare AG-UI 1.0
+    /// (docs/mapping.md#delegation-to-other-agents).
+    #[serde(default)]
+    pub subagents: Subagents,
+    /// The agent's tools that are other agents (ADK `AgentTool`): nothing on the wire tells
+    /// them from an ordinary tool (docs/dialects.md#delegation).
+    #[serde(default)]
+    pub subagent_tools: Vec<String>,
     /// The tenant sent on every call, in place of the selected interface's.
     #[serde(default)]
     pub tenant: Option<String>,
@@ -301,6 +309,25 @@ pub enum ForwardCue {
     /// The transcript's developer messages.
     Developer,
 }
+
+/// `subagents`: how a delegation to another agent shows to a client that does not declare
+/// AG-UI 1.0 (docs/mapping.md#delegation-to-other-agents); 1.0 clients get `SUBAGENT_*`
+/// events whatever this says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Subagents {
+    /// As an ordinary tool call, byte for byte as before delegation was recognised.
+    #[default]
+    Inline,
+    /// Attributed too: `CUSTOM` events named after the 1.0 `SUBAGENT_*` events, which
+    /// every client version defines.
+    Attributed,
+}
+
+/// At most this many `subagent_tools` per agent.
+pub const MAX_SUBAGENT_TOOLS: usize = 256;
+/// A `subagent_tools` name is at most this long (a model's function name is far shorter).
+const MAX_SUBAGENT_TOOL_BYTES: usize = 128;
 
 /// `visibility`: who may see contexts on the upstream that were not created through the
 /// gateway (docs/design.md#11-security).
@@ -539,6 +566,10 @@ pub struct AgentSettings {
     pub forward: Vec<ForwardCue>,
     /// `force_extensions`.
     pub force_extensions: bool,
+    /// `subagents`.
+    pub subagents: Subagents,
+    /// `subagent_tools`: tool names that are other agents.
+    pub subagent_tools: Vec<String>,
     /// `binding`, `protocol` and `tenant`: what the card's selection must respect.
     pub pins: Pins,
     /// The `headers` given as `file:` references: read again when the file changes (their
@@ -806,6 +837,11 @@ fn agent_settings(
         .credentials
         .as_ref()
         .and_then(|c| upstream::credentials_settings(&key, c, jwt_inbound, &mut problems));
+    subagent_tools(
+        &format!("{key}.subagent_tools"),
+        &a.subagent_tools,
+        &mut problems,
+    );
     if credentials.is_some() && headers.contains_key(reqwest::header::AUTHORIZATION) {
         problems.push(err(
             format!("{key}.credentials"),
@@ -826,6 +862,8 @@ fn agent_settings(
         forward_identity,
         forward: a.forward.clone(),
         force_extensions: a.force_extensions,
+        subagents: a.subagents,
+        subagent_tools: a.subagent_tools.clone(),
         pins: Pins {
             version: a.protocol.pinned(),
             binding,
@@ -835,6 +873,31 @@ fn agent_settings(
         tls,
         credentials,
     })
+}
+
+/// `subagent_tools`: at most [`MAX_SUBAGENT_TOOLS`] distinct names, each 1 to 128 bytes with
+/// no whitespace or control character (a tool name as a model calls it).
+fn subagent_tools(key: &str, names: &[String], problems: &mut Problems) {
+    if names.len() > MAX_SUBAGENT_TOOLS {
+        problems.push(err(key, format!("at most {MAX_SUBAGENT_TOOLS} names")));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let valid = !name.is_empty()
+            && name.len() <= MAX_SUBAGENT_TOOL_BYTES
+            && !name.chars().any(|c| c.is_whitespace() || c.is_control());
+        if !valid {
+            problems.push(err(
+                format!("{key}[{i}]"),
+                format!("{name:?} must be 1-{MAX_SUBAGENT_TOOL_BYTES} bytes without whitespace"),
+            ));
+        } else if !seen.insert(name.as_str()) {
+            problems.push(err(
+                format!("{key}[{i}]"),
+                format!("{name:?} is listed twice"),
+            ));
+        }
+    }
 }
 
 /// `forward_identity`: a valid header name that neither the gateway
@@ -1275,6 +1338,44 @@ mod tests {
             .filter_map(|l| l.strip_prefix("| `agents[].")?.split('`').next())
             .collect();
         assert_eq!(rows, keys);
+    }
+
+    /// `subagents` defaults to `inline`; `subagent_tools` names are checked, each problem
+    /// named by its index.
+    #[test]
+    fn subagent_keys_default_to_inline_and_names_are_checked() {
+        let plain = settings(
+            yaml("agents: [{name: a, url: 'http://x'}]").unwrap(),
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(plain.agents[0].subagents, Subagents::Inline);
+        assert!(plain.agents[0].subagent_tools.is_empty());
+        let ok = yaml(
+            "agents: [{name: a, url: 'http://x', subagents: attributed, \
+             subagent_tools: [weather_agent]}]",
+        )
+        .unwrap();
+        let ok = settings(ok, Overrides::default()).unwrap();
+        assert_eq!(ok.agents[0].subagents, Subagents::Attributed);
+        assert_eq!(ok.agents[0].subagent_tools, ["weather_agent"]);
+        let bad =
+            yaml("agents: [{name: a, url: 'http://x', subagent_tools: [w, '', 'two words', w]}]")
+                .unwrap();
+        let keys: Vec<String> = settings(bad, Overrides::default())
+            .unwrap_err()
+            .iter()
+            .map(|e| e.key.clone())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "agents[0].subagent_tools[1]",
+                "agents[0].subagent_tools[2]",
+                "agents[0].subagent_tools[3]"
+            ]
+        );
+        assert!(yaml("agents: [{name: a, url: 'http://x', subagents: nested}]").is_err());
     }
 
     #[test]

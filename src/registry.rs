@@ -260,6 +260,7 @@ impl Agent {
         let served = capabilities::Served {
             streaming: resolved.is_some_and(|r| r.streaming),
             forwards_tools: self.settings.forward.contains(&ForwardCue::Tools),
+            delegates: !self.settings.subagent_tools.is_empty(),
         };
         capabilities::of(
             &self.settings.name,

@@ -364,6 +364,8 @@ impl Run {
             },
             // Whenever the agent is given the state, what it was given is recorded.
             state_digests: cues.state.is_some(),
+            subagents: agent.settings.subagents,
+            subagent_tools: agent.settings.subagent_tools.clone(),
             ..RunFrame::limited(&env.limits)
         };
         Self {

@@ -1,4 +1,6 @@
 //! AG-UI 1.0 events the gateway emits (a subset of `@ag-ui/core` 1.0.0 `EventSchema`).
+//! `SUBAGENT_*` events go only to clients that declared 1.0 (0.0.48 refuses a type it does
+//! not know); others get them as [`Event::Custom`] ([`Event::as_custom`]).
 //!
 //! Invariants every value upholds on the wire: `type` is SCREAMING_SNAKE_CASE, fields are
 //! camelCase, and an optional field is omitted, never `null` (a `null` in an optional field
@@ -121,6 +123,53 @@ pub(crate) enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         source: Option<String>,
     },
+    /// An application-defined event (every AG-UI version defines `CUSTOM`).
+    Custom {
+        name: String,
+        value: Value,
+    },
+    /// A delegation to another agent began (AG-UI 1.0; 0.0.48 does not define it).
+    SubagentStarted {
+        subagent_run_id: String,
+        name: String,
+        /// The parent's tool call that delegates.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_tool_call_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metadata: Option<Value>,
+    },
+    /// The delegation's segment of this run ended: the sub-agent answered, or waits.
+    SubagentFinished {
+        subagent_run_id: String,
+        /// The sub-agent's answer.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<SubagentOutcome>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metadata: Option<Value>,
+    },
+    /// The sub-agent failed; the run goes on (its parent handles the failure).
+    SubagentError {
+        subagent_run_id: String,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metadata: Option<Value>,
+    },
+}
+
+/// `SUBAGENT_FINISHED.outcome` (AG-UI 1.0).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub(crate) enum SubagentOutcome {
+    Success,
+    /// The sub-agent waits for outside input: the run's interrupts it waits on.
+    Suspended {
+        #[serde(rename = "interruptIds", skip_serializing_if = "Vec::is_empty")]
+        interrupt_ids: Vec<String>,
+    },
 }
 
 impl Event {
@@ -136,6 +185,18 @@ impl Event {
     /// `RUN_FINISHED` and `RUN_ERROR` end a run; nothing may follow them.
     pub(crate) fn is_terminal(&self) -> bool {
         matches!(self, Self::RunFinished { .. } | Self::RunError { .. })
+    }
+
+    /// The same event as a `CUSTOM` event every client version defines: named after its
+    /// type, its fields the value (how a `SUBAGENT_*` event reaches a client that did not
+    /// declare AG-UI 1.0, docs/mapping.md#delegation-to-other-agents).
+    pub(crate) fn as_custom(&self) -> Self {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        let name = match value.as_object_mut().and_then(|o| o.remove("type")) {
+            Some(Value::String(name)) => name,
+            _ => String::new(),
+        };
+        Self::Custom { name, value }
     }
 }
 
@@ -374,6 +435,36 @@ mod tests {
         assert_eq!(
             encode(&e),
             r#"{"type":"TEXT_MESSAGE_START","messageId":"m","role":"assistant"}"#
+        );
+    }
+
+    #[test]
+    fn subagent_events_have_the_1_0_shape_and_downgrade_to_custom() {
+        let e = Event::SubagentFinished {
+            subagent_run_id: "c1:subagent".into(),
+            result: None,
+            outcome: Some(SubagentOutcome::Suspended {
+                interrupt_ids: vec!["a2a:t:m".into()],
+            }),
+            metadata: None,
+        };
+        assert_eq!(
+            encode(&e),
+            r#"{"type":"SUBAGENT_FINISHED","subagentRunId":"c1:subagent","outcome":{"type":"suspended","interruptIds":["a2a:t:m"]}}"#
+        );
+        assert_eq!(
+            encode(&e.as_custom()),
+            r#"{"type":"CUSTOM","name":"SUBAGENT_FINISHED","value":{"outcome":{"interruptIds":["a2a:t:m"],"type":"suspended"},"subagentRunId":"c1:subagent"}}"#
+        );
+        let e = Event::SubagentStarted {
+            subagent_run_id: "c1:subagent".into(),
+            name: "k8s".into(),
+            parent_tool_call_id: Some("c1".into()),
+            metadata: None,
+        };
+        assert_eq!(
+            encode(&e),
+            r#"{"type":"SUBAGENT_STARTED","subagentRunId":"c1:subagent","name":"k8s","parentToolCallId":"c1"}"#
         );
     }
 

@@ -17,7 +17,7 @@
 use prost::Message as _;
 use serde_json::{Map, Value};
 
-use super::event::{Interrupt, Message, Outcome, TokenUsage, ToolCall};
+use super::event::{Interrupt, Message, Outcome, SubagentOutcome, TokenUsage, ToolCall};
 use super::Event;
 
 /// The media type of the encoding (`@ag-ui/proto`'s `AGUI_MEDIA_TYPE`). `@ag-ui/client`
@@ -242,6 +242,57 @@ pub(crate) fn message(event: Event) -> wire::Event {
             activity_type,
             patch: patch.into_iter().map(patch_operation).collect(),
             subagent_run_id: None,
+        }),
+        Event::Custom { name, value } => Arm::Custom(wire::CustomEvent {
+            base_event: Some(base(Type::Custom)),
+            name,
+            value: Some(crate::json::to_protobuf(&value)),
+            subagent_run_id: None,
+        }),
+        Event::SubagentStarted {
+            subagent_run_id,
+            name,
+            parent_tool_call_id,
+            metadata,
+        } => Arm::SubagentStarted(wire::SubagentStartedEvent {
+            base_event: Some(base_with(Type::SubagentStarted, metadata.as_ref())),
+            subagent_run_id,
+            name,
+            parent_tool_call_id,
+            ..Default::default()
+        }),
+        Event::SubagentFinished {
+            subagent_run_id,
+            result,
+            outcome,
+            metadata,
+        } => {
+            // `@ag-ui/proto`: the outcome's type as a string, its interrupts beside it.
+            let (outcome, interrupt_ids) = match outcome {
+                None => (String::new(), Vec::new()),
+                Some(SubagentOutcome::Success) => ("success".to_owned(), Vec::new()),
+                Some(SubagentOutcome::Suspended { interrupt_ids }) => {
+                    ("suspended".to_owned(), interrupt_ids)
+                }
+            };
+            Arm::SubagentFinished(wire::SubagentFinishedEvent {
+                base_event: Some(base_with(Type::SubagentFinished, metadata.as_ref())),
+                subagent_run_id,
+                result: result.as_ref().map(crate::json::to_protobuf),
+                outcome,
+                interrupt_ids,
+            })
+        }
+        Event::SubagentError {
+            subagent_run_id,
+            message,
+            code,
+            metadata,
+        } => Arm::SubagentError(wire::SubagentErrorEvent {
+            base_event: Some(base_with(Type::SubagentError, metadata.as_ref())),
+            subagent_run_id,
+            message,
+            code,
         }),
         Event::Raw { event, source } => Arm::Raw(wire::RawEvent {
             base_event: Some(base(Type::Raw)),

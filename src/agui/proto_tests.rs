@@ -162,6 +162,82 @@ fn table() -> Vec<(Event, Arm)> {
             }),
         ),
         (
+            Event::Custom {
+                name: "SUBAGENT_STARTED".into(),
+                value: json!({"subagentRunId": "c1:subagent"}),
+            },
+            Arm::Custom(wire::CustomEvent {
+                base_event: base(Type::Custom),
+                name: "SUBAGENT_STARTED".into(),
+                value: value(json!({"subagentRunId": "c1:subagent"})),
+                subagent_run_id: None,
+            }),
+        ),
+        (
+            Event::SubagentStarted {
+                subagent_run_id: "c1:subagent".into(),
+                name: "k8s".into(),
+                parent_tool_call_id: Some("c1".into()),
+                metadata: Some(json!({"a2a": {"subagentSessionId": "s"}})),
+            },
+            Arm::SubagentStarted(wire::SubagentStartedEvent {
+                base_event: Some(wire::BaseEvent {
+                    metadata: object(json!({"a2a": {"subagentSessionId": "s"}})),
+                    ..super::base(Type::SubagentStarted)
+                }),
+                subagent_run_id: "c1:subagent".into(),
+                name: "k8s".into(),
+                parent_tool_call_id: Some("c1".into()),
+                ..Default::default()
+            }),
+        ),
+        (
+            Event::SubagentFinished {
+                subagent_run_id: "c1:subagent".into(),
+                result: Some(json!("done")),
+                outcome: Some(crate::agui::event::SubagentOutcome::Success),
+                metadata: None,
+            },
+            Arm::SubagentFinished(wire::SubagentFinishedEvent {
+                base_event: base(Type::SubagentFinished),
+                subagent_run_id: "c1:subagent".into(),
+                result: value(json!("done")),
+                outcome: "success".into(),
+                interrupt_ids: Vec::new(),
+            }),
+        ),
+        (
+            Event::SubagentFinished {
+                subagent_run_id: "c2:subagent".into(),
+                result: None,
+                outcome: Some(crate::agui::event::SubagentOutcome::Suspended {
+                    interrupt_ids: vec!["a2a:t:m".into()],
+                }),
+                metadata: None,
+            },
+            Arm::SubagentFinished(wire::SubagentFinishedEvent {
+                base_event: base(Type::SubagentFinished),
+                subagent_run_id: "c2:subagent".into(),
+                result: None,
+                outcome: "suspended".into(),
+                interrupt_ids: vec!["a2a:t:m".into()],
+            }),
+        ),
+        (
+            Event::SubagentError {
+                subagent_run_id: "c3:subagent".into(),
+                message: "the child failed".into(),
+                code: Some("subagent_failed".into()),
+                metadata: None,
+            },
+            Arm::SubagentError(wire::SubagentErrorEvent {
+                base_event: base(Type::SubagentError),
+                subagent_run_id: "c3:subagent".into(),
+                message: "the child failed".into(),
+                code: Some("subagent_failed".into()),
+            }),
+        ),
+        (
             Event::ReasoningStart {
                 message_id: "r1".into(),
             },

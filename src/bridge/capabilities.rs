@@ -8,8 +8,8 @@
 
 use crate::a2a::card::AgentCard;
 use crate::agui::capabilities::{
-    AgentCapabilities, HumanInTheLoop, Identity, Modalities, Multimodal, Output, Reasoning,
-    StateCapabilities, Tools, Transport,
+    AgentCapabilities, HumanInTheLoop, Identity, Modalities, MultiAgent, Multimodal, Output,
+    Reasoning, StateCapabilities, Tools, Transport,
 };
 
 /// What the gateway's configuration adds to the card.
@@ -19,6 +19,10 @@ pub(crate) struct Served {
     pub streaming: bool,
     /// The run's frontend tools reach the agent by default (`forward: [tools]`).
     pub forwards_tools: bool,
+    /// The configuration names tools of the agent that are other agents (`subagent_tools`):
+    /// it delegates, and the gateway shows it (docs/mapping.md#delegation-to-other-agents).
+    /// A kagent agent's agent tools are not on its card: undeclared.
+    pub delegates: bool,
 }
 
 /// The capabilities of the agent named `name` whose card is `card` (`None`: not read yet).
@@ -72,7 +76,10 @@ pub(crate) fn of(name: &str, card: Option<&AgentCard>, served: Served) -> AgentC
             snapshots: true,
             deltas: true,
         },
-        multi_agent: None,
+        multi_agent: served.delegates.then_some(MultiAgent {
+            supported: true,
+            delegation: true,
+        }),
         reasoning: Reasoning {
             supported: true,
             streaming: served.streaming,
@@ -163,6 +170,7 @@ mod tests {
         let served = Served {
             streaming: true,
             forwards_tools: false,
+            delegates: false,
         };
         assert_eq!(
             json_of("research", Some(&card), served),
@@ -192,6 +200,7 @@ mod tests {
             Served {
                 streaming: false,
                 forwards_tools: true,
+                delegates: false,
             },
         );
         assert_eq!(v["identity"], json!({"name": "research", "type": "a2a"}));
@@ -200,6 +209,19 @@ mod tests {
         for unknown in ["output", "multimodal", "multiAgent"] {
             assert!(v.get(unknown).is_none(), "{unknown}: {v}");
         }
+    }
+
+    #[test]
+    fn an_agent_configured_with_agent_tools_declares_delegation() {
+        let served = Served {
+            delegates: true,
+            ..Served::default()
+        };
+        let v = json_of("parent", None, served);
+        assert_eq!(
+            v["multiAgent"],
+            json!({"supported": true, "delegation": true})
+        );
     }
 
     #[test]

@@ -67,12 +67,12 @@ impl Rebuild {
     fn tool(&mut self, item: ToolItem) {
         self.close();
         match item {
-            ToolItem::Call { id, name, args } => {
+            ToolItem::Call { id, name, args, .. } => {
                 if self.seen_tools.insert(id.clone()) {
                     self.out.push(event::Message::tool_call(id, name, args));
                 }
             }
-            ToolItem::Result { id, content } => {
+            ToolItem::Result { id, content, .. } => {
                 let message_id = tools::result_message_id(&id);
                 if self.seen_tools.insert(message_id.clone()) {
                     self.out

@@ -8,11 +8,14 @@
 //! - every `TEXT_MESSAGE_START` is closed before `RUN_FINISHED`;
 //! - every `STATE_DELTA` applies cleanly to the state before it (checked on the shadow);
 //! - every `REASONING_START` / `REASONING_MESSAGE_START` is closed before the terminal event;
-//! - 1.0-only shapes (`cancelled` outcome, `usage`) only for clients that declared AG-UI 1.0.
+//! - every `SUBAGENT_STARTED` is closed (`SUBAGENT_FINISHED` / `SUBAGENT_ERROR`) before the
+//!   terminal event, and none is started twice;
+//! - 1.0-only shapes (`cancelled` outcome, `usage`, `SUBAGENT_*`) only for clients that
+//!   declared AG-UI 1.0.
 //!
 //! This module holds the run's lifecycle (a [`Phase`]: not started, running with its shadow
 //! state, finished) and the task and status events; a message's parts are [`parts`]', an
-//! artifact's [`artifacts`]'.
+//! artifact's [`artifacts`]', delegation to other agents [`subagents`]'.
 
 use std::collections::{HashMap, HashSet};
 
@@ -35,6 +38,7 @@ use json_patch::jsonptr::PointerBuf;
 
 mod artifacts;
 mod parts;
+mod subagents;
 
 use artifacts::ArtifactTrack;
 use parts::raw_event;
@@ -61,6 +65,10 @@ pub(crate) struct RunFrame {
     /// projected (`/a2a/stateDigests`), the base of the next run's state patch
     /// (`docs/forwarding.md`).
     pub state_digests: bool,
+    /// `subagents`: how delegation shows to a client that did not declare 1.0.
+    pub subagents: crate::config::Subagents,
+    /// `subagent_tools`: the agent's tools that are other agents.
+    pub subagent_tools: Vec<String>,
     /// Interrupts this run answers: once the upstream accepts the answer their activity
     /// moves to `stage: "resolved"` and `/a2a/pendingInterrupts` empties
     /// (docs/design.md#7-human-in-the-loop).
@@ -155,6 +163,8 @@ pub(crate) struct Projector {
     only_stale: bool,
     /// The task id and state `/a2a/task` shows now.
     projected_task: Option<(String, TaskState)>,
+    /// The delegations to other agents seen in this run.
+    subagents: subagents::Tracked,
 }
 
 impl Projector {
@@ -178,6 +188,7 @@ impl Projector {
             answered: Vec::new(),
             only_stale: true,
             projected_task: None,
+            subagents: subagents::Tracked::default(),
         }
     }
 
@@ -485,6 +496,7 @@ impl Projector {
         }
         self.ensure_started(&mut out);
         self.close_messages(&mut out);
+        self.abandon_subagents(&mut out);
         self.phase.finish();
         out.push(Event::RunError {
             message: error.to_string(),
@@ -768,6 +780,7 @@ impl Projector {
             return;
         }
         self.close_messages(out);
+        self.abandon_subagents(out);
         self.record_state_digests(out);
         if self.phase.is_finished() {
             return;
@@ -789,9 +802,10 @@ impl Projector {
             return;
         }
         self.close_messages(out);
+        let id = pending.id.to_string();
+        self.suspend_subagents(&id, pending.tool_call_id.as_deref(), out);
         self.record_state_digests(out);
         let entry = pending.state_entry();
-        let id = pending.id.to_string();
         self.delta(
             vec![add(layout::pending_interrupt(&id), entry)],
             Writer::Gateway,

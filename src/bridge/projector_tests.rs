@@ -20,6 +20,7 @@ fn fixture(path: &str) -> String {
 fn version_of(path: &str) -> ProtocolVersion {
     let v1_framework = [
         "frameworks/adk/",
+        "frameworks/kagent/main/",
         "frameworks/pydantic_ai/",
         "frameworks/a2a_js/",
     ]
@@ -61,6 +62,8 @@ fn frame(v1_client: bool) -> RunFrame {
         state_limits: crate::bridge::state::StateLimits::default(),
         resolves: Vec::new(),
         state_digests: false,
+        subagents: crate::config::Subagents::Inline,
+        subagent_tools: Vec::new(),
     }
 }
 
@@ -131,6 +134,9 @@ fn check_invariants(events: &[Value]) {
     // event while one is open).
     let mut spans = HashSet::new();
     let mut thinking = HashSet::new();
+    // Sub-agents: open ones, and every one started (an id is never reused in a run).
+    let mut subagents = HashSet::new();
+    let mut started = HashSet::new();
     for e in events {
         no_nulls(e, e["type"].as_str().unwrap());
         match e["type"].as_str().unwrap() {
@@ -174,7 +180,20 @@ fn check_invariants(events: &[Value]) {
                 );
                 assert!(spans.remove(id));
             }
+            "SUBAGENT_STARTED" => {
+                let id = e["subagentRunId"].as_str().unwrap().to_owned();
+                assert!(started.insert(id.clone()), "subagent {id} started twice");
+                subagents.insert(id);
+            }
+            "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
+                let id = e["subagentRunId"].as_str().unwrap();
+                assert!(subagents.remove(id), "subagent {id} closed but not open");
+            }
             "RUN_FINISHED" | "RUN_ERROR" => {
+                assert!(
+                    subagents.is_empty(),
+                    "open subagents at the end: {subagents:?}"
+                );
                 assert!(open.is_empty(), "open messages at the end: {open:?}");
                 assert!(
                     spans.is_empty() && thinking.is_empty(),
@@ -1578,3 +1597,6 @@ fn a_rebuilt_thread_shows_the_reasoning_of_the_live_run() {
         );
     }
 }
+
+#[path = "projector_subagent_tests.rs"]
+mod delegation;

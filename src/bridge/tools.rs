@@ -9,6 +9,11 @@
 //!   toolCallId, name, args}` and `{"type": "agui-tool-result", toolCallId, content}`;
 //! - `@ag-ui/a2a`'s `{"type": "tool-call", ...}` / `{"type": "tool-result", ...}`.
 //!
+//! Also the one place that knows how a framework marks a call as a **delegation** to another
+//! agent and what its result says of that agent (docs/dialects.md#delegation): kagent's
+//! agent-as-tool marks ([`delegation`], [`ChildReport`], [`settle`]), and ADK `AgentTool`,
+//! which nothing on the wire tells from an ordinary tool, named in the agent's configuration.
+//!
 //! A call without an id is not a call here (its id is what ties a result and a resume to it):
 //! such a part stays a `RAW` event.
 //!
@@ -74,12 +79,136 @@ pub(crate) enum ToolItem {
         name: String,
         /// The arguments as JSON text (`TOOL_CALL_ARGS.delta`).
         args: String,
+        /// kagent ≤ 0.10's mark of a delegation: the child's session, stamped on the call.
+        subagent_session: Option<String>,
     },
     Result {
         id: String,
         /// The result as text (`TOOL_CALL_RESULT.content`).
         content: String,
+        /// The called tool's name, when the result repeats it (ADK does).
+        name: Option<String>,
+        /// What the result says of a sub-agent behind the call, if one answered it.
+        report: ChildReport,
     },
+}
+
+/// kagent ≤ 0.10 stamps the child's session on a delegating call's part metadata
+/// (`kagent/adk/converters/event_converter.py` `_process_subagent_session_id`).
+const KAGENT_SUBAGENT_SESSION: &str = "kagent_subagent_session_id";
+/// kagent names an agent tool `<namespace>__NS__<name>` (its controller's
+/// `ConvertToPythonIdentifier(GetObjectRef(agent))`; kagent's UI tests the same,
+/// `isAgentToolName`).
+const KAGENT_AGENT_TOOL_MARK: &str = "__NS__";
+/// Keys of a kagent agent tool's result (`kagent/adk/_remote_a2a_tool.py`; the Go runtime's
+/// `remote_a2a_tool.go`).
+const SUBAGENT_SESSION: &str = "subagent_session_id";
+const PENDING: &str = "pending";
+/// ADK `AgentTool`'s answer when its child paused or failed (`google/adk/tools/agent_tool.py`).
+const ADK_AGENT_TOOL_ERROR: &str = "Error: agent '";
+
+/// Why a call is taken for a delegation to another agent (docs/dialects.md#delegation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delegation {
+    /// kagent ≤ 0.10 stamped the child's session on the call: definitive.
+    KagentSession,
+    /// The name is a kagent agent tool's (`<ns>__NS__<name>`): kagent's own convention.
+    KagentName,
+    /// The agent's configuration names the tool (`subagent_tools`).
+    Configured,
+    /// Only the result says so: it carries the child's session (kagent, any version).
+    ResultSession,
+}
+
+/// Whether a call of `name` (with kagent's mark `subagent_session`, if any) delegates, given
+/// the tools the configuration names as agents.
+pub(crate) fn delegation(
+    name: &str,
+    subagent_session: Option<&str>,
+    agent_tools: &[String],
+) -> Option<Delegation> {
+    if subagent_session.is_some() {
+        Some(Delegation::KagentSession)
+    } else if name.contains(KAGENT_AGENT_TOOL_MARK) {
+        Some(Delegation::KagentName)
+    } else if agent_tools.iter().any(|t| t == name) {
+        Some(Delegation::Configured)
+    } else {
+        None
+    }
+}
+
+/// What a tool result says of the sub-agent behind it, read from kagent's keys (any other
+/// result reads as nothing but its `result`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ChildReport {
+    /// `subagent_session_id`: the child's session; its presence marks a delegation's result.
+    pub session: Option<String>,
+    /// `status: "pending"` (kagent `main`: `waiting_for: "subagent_approval"`): the child
+    /// waits for an approval.
+    pub waiting: bool,
+    /// `error` (kagent's Go runtime, kagent `main`'s HITL failure): the child failed.
+    pub error: Option<String>,
+    /// `result`: the child's answer (or, from kagent's Python runtime, its failure text).
+    pub result: Option<Value>,
+}
+
+impl ChildReport {
+    fn of(response: Option<&Value>) -> Self {
+        let Some(response) = response.filter(|r| r.is_object()) else {
+            return Self::default();
+        };
+        Self {
+            session: str_at(response, SUBAGENT_SESSION).map(str::to_owned),
+            waiting: str_at(response, "status") == Some(PENDING),
+            error: str_at(response, "error").map(str::to_owned),
+            result: response.get("result").filter(|r| !r.is_null()).cloned(),
+        }
+    }
+}
+
+/// How a delegation's result settles it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Settled {
+    /// The sub-agent answered (its answer, if the result holds one).
+    Answered(Option<Value>),
+    /// The sub-agent waits for outside input (a nested approval).
+    Waiting,
+    /// The sub-agent failed.
+    Failed(String),
+}
+
+/// The outcome a result `report` gives a delegation recognised as `why`. kagent's Python
+/// runtime returns a failure as a plain string (no `subagent_session_id`, no `status`), so a
+/// kagent delegation's result without the session is a failure, its text the message; ADK
+/// `AgentTool` fails only with its own `Error: agent '…` text (a heuristic: the child's last
+/// error message reads like any answer). Documented in docs/dialects.md#delegation.
+pub(crate) fn settle(report: &ChildReport, why: Delegation) -> Settled {
+    let result_text = || match &report.result {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => Some(other.to_string()),
+        None => None,
+    };
+    if let Some(error) = &report.error {
+        return Settled::Failed(error.clone());
+    }
+    if report.waiting {
+        return Settled::Waiting;
+    }
+    if report.session.is_some() {
+        return Settled::Answered(report.result.clone());
+    }
+    match why {
+        Delegation::KagentSession | Delegation::KagentName | Delegation::ResultSession => {
+            Settled::Failed(
+                result_text().unwrap_or_else(|| "The sub-agent returned no result.".into()),
+            )
+        }
+        Delegation::Configured => match result_text() {
+            Some(text) if text.starts_with(ADK_AGENT_TOOL_ERROR) => Settled::Failed(text),
+            _ => Settled::Answered(report.result.clone()),
+        },
+    }
 }
 
 fn first_str<'a>(data: &'a Value, keys: &[&str]) -> Option<&'a str> {
@@ -115,15 +244,21 @@ pub(crate) fn read(data: &Value, metadata: Option<&Value>) -> Option<ToolItem> {
                     .iter()
                     .find_map(|k| data.get(*k)),
             ),
+            subagent_session: metadata
+                .and_then(|m| str_at(m, KAGENT_SUBAGENT_SESSION))
+                .map(str::to_owned),
         }),
-        ADK_FUNCTION_RESPONSE | FRONTEND_TOOL_RESULT | "tool-result" => Some(ToolItem::Result {
-            id: first_str(data, &["id", "toolCallId"])?.to_owned(),
-            content: as_text(
-                ["response", "content", "result", "output"]
-                    .iter()
-                    .find_map(|k| data.get(*k)),
-            ),
-        }),
+        ADK_FUNCTION_RESPONSE | FRONTEND_TOOL_RESULT | "tool-result" => {
+            let response = ["response", "content", "result", "output"]
+                .iter()
+                .find_map(|k| data.get(*k));
+            Some(ToolItem::Result {
+                id: first_str(data, &["id", "toolCallId"])?.to_owned(),
+                content: as_text(response),
+                name: first_str(data, &["name", "toolName"]).map(str::to_owned),
+                report: ChildReport::of(response),
+            })
+        }
         _ => None,
     }
 }
@@ -155,7 +290,8 @@ mod tests {
             Some(ToolItem::Call {
                 id: "adk-1".into(),
                 name: "get_weather".into(),
-                args: r#"{"city":"Paris"}"#.into()
+                args: r#"{"city":"Paris"}"#.into(),
+                subagent_session: None,
             })
         );
         let meta = json!({"adk_type": "function_response"});
@@ -165,7 +301,9 @@ mod tests {
             read(&result, Some(&meta)),
             Some(ToolItem::Result {
                 id: "adk-1".into(),
-                content: r#"{"forecast":"sunny"}"#.into()
+                content: r#"{"forecast":"sunny"}"#.into(),
+                name: Some("get_weather".into()),
+                report: ChildReport::default(),
             })
         );
         assert_eq!(read(&call, None), None, "no metadata, no type: not a call");
@@ -189,6 +327,72 @@ mod tests {
             })
             .collect();
         assert_eq!(ids, [(true, "adk-1".into()), (false, "adk-1".into())]);
+    }
+
+    #[test]
+    fn kagent_marks_delegations_and_their_results() {
+        let tools = ["weather_agent".to_owned()];
+        let meta = json!({"kagent_type": "function_call", "kagent_subagent_session_id": "s1"});
+        let call = json!({"id": "c1", "name": "kagent__NS__k8s_agent", "args": {"request": "x"}});
+        let Some(ToolItem::Call {
+            subagent_session, ..
+        }) = read(&call, Some(&meta))
+        else {
+            panic!("a call")
+        };
+        assert_eq!(subagent_session.as_deref(), Some("s1"));
+        assert_eq!(
+            delegation("kagent__NS__k8s_agent", Some("s1"), &[]),
+            Some(Delegation::KagentSession)
+        );
+        assert_eq!(
+            delegation("kagent__NS__k8s_agent", None, &[]),
+            Some(Delegation::KagentName)
+        );
+        assert_eq!(
+            delegation("weather_agent", None, &tools),
+            Some(Delegation::Configured)
+        );
+        assert_eq!(delegation("get_weather", None, &tools), None);
+        // `args == {request}` alone is any tool's schema: not a mark.
+
+        let answered = ChildReport::of(Some(
+            &json!({"result": "3 pods", "subagent_session_id": "s1", "kagent_usage_metadata": {}}),
+        ));
+        assert_eq!(
+            settle(&answered, Delegation::KagentName),
+            Settled::Answered(Some(json!("3 pods")))
+        );
+        let pending = ChildReport::of(Some(&json!({"status": "pending",
+            "waiting_for": "subagent_approval", "subagent_session_id": "s1"})));
+        assert_eq!(
+            settle(&pending, Delegation::ResultSession),
+            Settled::Waiting
+        );
+        let go = ChildReport::of(Some(&json!({"error": "boom", "subagent_session_id": "s1"})));
+        assert_eq!(
+            settle(&go, Delegation::ResultSession),
+            Settled::Failed("boom".into())
+        );
+        let python = ChildReport::of(Some(&json!({"result": "scripted child failure"})));
+        assert_eq!(
+            settle(&python, Delegation::KagentSession),
+            Settled::Failed("scripted child failure".into())
+        );
+        assert_eq!(
+            settle(&python, Delegation::Configured),
+            Settled::Answered(Some(json!("scripted child failure"))),
+            "ADK AgentTool: an answer unless ADK's own error text"
+        );
+        let adk = ChildReport::of(Some(&json!({"result": "Error: agent 'w' stopped waiting"})));
+        assert!(matches!(
+            settle(&adk, Delegation::Configured),
+            Settled::Failed(_)
+        ));
+        assert_eq!(
+            ChildReport::of(Some(&json!("text"))),
+            ChildReport::default()
+        );
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! Paris."; `approve` asks "Approve sending the report?" in the framework's own HITL shape
 //! and then says "Done: <answer>."; `think` (ADK, and kagent-adk 0.10.4, whose peer knows only
 //! `hello` and `think`) thinks, calls get_weather, thinks again and says "It is sunny in
-//! Paris.", reporting Gemini-style usage on every model response. Peers are installed by
+//! Paris.", reporting Gemini-style usage on every model response. A kagent parent and child
+//! (`tests/frameworks/kagent/delegation.py`) show delegation. Peers are installed by
 //! `scripts/test`.
 
 use std::io::{BufRead, BufReader};
@@ -89,7 +90,6 @@ fn start_peer(
     binding: Binding,
 ) -> Peer {
     let dir = root().join("tests/frameworks").join(fw);
-    let parent = std::process::id().to_string();
     let mut cmd = if fw == "a2a_js" {
         let modules = dir.join("node_modules/@a2a-js/sdk");
         assert!(
@@ -120,15 +120,28 @@ fn start_peer(
         };
         c
     };
-    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("peer-{fw}-{mode}.log"));
+    let (url, log, child) = spawn_ready(cmd.current_dir(&dir), &format!("{fw}-{mode}"));
+    Peer {
+        url,
+        protocol,
+        binding,
+        log,
+        _child: child,
+    }
+}
+
+/// Starts a peer (`--port 0 --parent-pid <this test binary>` added) and waits for its
+/// `READY <url>`; its stderr goes to `peer-<label>.log`. Returns the URL, the log, the child.
+fn spawn_ready(cmd: &mut Command, label: &str) -> (String, PathBuf, Child) {
+    let parent = std::process::id().to_string();
+    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("peer-{label}.log"));
     let log_file = std::fs::File::create(&log).expect("create the peer log");
     let mut child = cmd
         .args(["--port", "0", "--parent-pid", &parent])
-        .current_dir(&dir)
         .stdout(Stdio::piped())
         .stderr(log_file)
         .spawn()
-        .unwrap_or_else(|e| panic!("start the {fw} peer: {e}"));
+        .unwrap_or_else(|e| panic!("start the {label} peer: {e}"));
     // Read stdout on a thread: READY within a deadline, then keep draining it.
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
@@ -147,18 +160,12 @@ fn start_peer(
         let _ = child.kill();
         let logged = std::fs::read_to_string(&log).unwrap_or_default();
         panic!(
-            "the {fw} peer ({mode}) printed no READY within {READY_WITHIN:?}; its log ({}):\n{}",
+            "the {label} peer printed no READY within {READY_WITHIN:?}; its log ({}):\n{}",
             log.display(),
             tail(&logged, 3000)
         )
     });
-    Peer {
-        url,
-        protocol,
-        binding,
-        log,
-        _child: child,
-    }
+    (url, log, child)
 }
 
 /// A gateway naming the peer as agent `fw`, ready, and calling it over the binding its card
@@ -740,6 +747,128 @@ async fn adk_v2_thinking_is_reasoning_with_usage_and_replays_the_same() {
 #[tokio::test(flavor = "multi_thread")]
 async fn kagent_thinking_is_reasoning_with_usage_and_reloads_the_same() {
     think("kagent", "default").await;
+}
+
+/// kagent-adk 0.10.4's parent and child (`tests/frameworks/kagent/delegation.py`), started
+/// once: the child first, then the parent naming it. The parent is the peer.
+pub(crate) fn kagent_delegation() -> &'static Peer {
+    static PAIR: OnceLock<(Peer, Child)> = OnceLock::new();
+    let (parent, _child) = PAIR.get_or_init(|| {
+        let dir = root().join("tests/frameworks/kagent");
+        let python = dir.join(".venv/bin/python");
+        assert!(
+            python.exists(),
+            "{} is missing: run `bash scripts/test` (it installs the framework peers)",
+            python.display()
+        );
+        let script = dir.join("delegation.py");
+        let mut cmd = Command::new(&python);
+        let (child_url, _, child) = spawn_ready(
+            cmd.arg(&script).arg("child").current_dir(&dir),
+            "kagent-child",
+        );
+        let mut cmd = Command::new(&python);
+        cmd.arg(&script)
+            .args(["parent", "--child-url", &child_url])
+            .current_dir(&dir);
+        let (url, log, parent) = spawn_ready(&mut cmd, "kagent-parent");
+        let peer = Peer {
+            url,
+            protocol: "0.3",
+            binding: Binding::JsonRpc,
+            log,
+            _child: parent,
+        };
+        (peer, child)
+    });
+    parent
+}
+
+/// A kagent parent delegating to a kagent child (agent-as-tool) behind the gateway, judged by
+/// `@ag-ui/client` 1.0.0: the call carries `SUBAGENT_STARTED` … `SUBAGENT_FINISHED` with the
+/// child's answer; a child's approval suspends the sub-agent on the run's interrupt, and the
+/// gateway's answer (to the parent) resumes the child, whose answer settles the sub-agent in
+/// the resumed run under the same id. Every stream passes the client's verifier.
+#[tokio::test(flavor = "multi_thread")]
+async fn kagent_delegation_is_a_subagent_for_a_v1_client() {
+    const TOOL: &str = "kagent__NS__k8s_agent";
+    let p = kagent_delegation();
+    let (_gw, url) = gateway_for("kagent", p).await;
+    let what = format!("kagent delegation (peer log {})", p.log.display());
+    let subagent_events = |step: &Value| -> Vec<Value> {
+        step["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["type"].as_str().unwrap().starts_with("SUBAGENT"))
+            .cloned()
+            .collect()
+    };
+    let call_id = |step: &Value| -> String {
+        let events = step["events"].as_array().unwrap();
+        let call = events
+            .iter()
+            .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == TOOL)
+            .unwrap_or_else(|| panic!("{what}: no call of {TOOL}:{}", brief(step)));
+        call["toolCallId"].as_str().unwrap().to_owned()
+    };
+
+    let mut steps = drive_steps(&url, &thread("delegate"), json!([{"message": "list pods"}])).await;
+    let step = steps.remove(0);
+    assert_finished(&step, "success", &what);
+    let id = call_id(&step);
+    let sub = subagent_events(&step);
+    assert_eq!(sub.len(), 2, "{what}:{}", brief(&step));
+    assert_eq!(sub[0]["type"], "SUBAGENT_STARTED");
+    assert_eq!(sub[0]["subagentRunId"], format!("{id}:subagent"));
+    assert_eq!(sub[0]["name"], TOOL);
+    assert_eq!(sub[0]["parentToolCallId"], id.as_str());
+    assert_eq!(sub[1]["type"], "SUBAGENT_FINISHED");
+    assert_eq!(sub[1]["outcome"], json!({"type": "success"}));
+    assert_eq!(sub[1]["result"], "There are 3 pods in default.");
+    assert_reply_once(
+        &step,
+        "The k8s agent says: There are 3 pods in default.",
+        &what,
+    );
+
+    let steps = drive_steps(
+        &url,
+        &thread("delegate-approve"),
+        json!([
+            {"message": "delete pod nginx-7d9c5"},
+            {"resume": {"status": "resolved", "payload": {"approved": true}}}
+        ]),
+    )
+    .await;
+    let (asked, resumed) = (&steps[0], &steps[1]);
+    assert_finished(asked, "interrupt", &what);
+    let id = call_id(asked);
+    let interrupt = &last_event(asked)["outcome"]["interrupts"][0];
+    let sub = subagent_events(asked);
+    assert_eq!(sub.len(), 2, "{what}:{}", brief(asked));
+    assert_eq!(
+        sub[1]["outcome"],
+        json!({"type": "suspended", "interruptIds": [interrupt["id"]]}),
+        "{what}: suspended on the run's interrupt"
+    );
+    assert_finished(resumed, "success", &what);
+    let sub = subagent_events(resumed);
+    assert_eq!(sub.len(), 2, "{what}:{}", brief(resumed));
+    assert_eq!(
+        sub[0]["subagentRunId"],
+        format!("{id}:subagent"),
+        "the same id"
+    );
+    assert_eq!(sub[1]["outcome"]["type"], "success");
+    assert!(
+        sub[1]["result"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Deleted:"),
+        "{what}: the child resumed and answered:{}",
+        brief(resumed)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -273,3 +273,69 @@ async fn the_verifiers_refuse_a_replay_left_open() {
         assert!(f.contains("still active"), "{f}");
     }
 }
+
+/// Delegation (docs/mapping.md#delegation-to-other-agents): a kagent parent delegating to a
+/// kagent child, the agent configured `subagents: attributed`, so 1.0 clients get `SUBAGENT_*`
+/// events and older ones the same as `CUSTOM` events. The live runs (answered, and waiting on
+/// the child's approval) and CopilotKit's `connect` of each thread pass every verifier, 0.0.x
+/// ones after their `EventSchemas` parse (0.0.48 refuses a `SUBAGENT_*` type it does not know).
+#[tokio::test(flavor = "multi_thread")]
+async fn delegation_streams_pass_each_clients_verifier() {
+    let peer = crate::frameworks::kagent_delegation();
+    let config =
+        json!({"agents": [{"name": "kagent", "url": peer.url, "subagents": "attributed"}]});
+    let gw = Gateway::start(&config.to_string(), false).await;
+    let run_url = gw.agent_url("kagent");
+    let connect_url = format!("{}/copilotkit/agent/kagent/connect", gw.base);
+    let pid = std::process::id();
+    let mut recorded = Vec::new();
+    for v1 in [true, false] {
+        let who = if v1 { "v1" } else { "older" };
+        for (word, text) in [("list", "list pods"), ("delete", "delete pod nginx-7d9c5")] {
+            let thread = format!("replay-delegate-{who}-{word}-{pid}");
+            let body = input(
+                &thread,
+                &format!("{thread}-1"),
+                json!([user(&thread, 1, text)]),
+                json!({}),
+            );
+            let live = post_run(&run_url, &asked(body, v1), Duration::from_secs(60)).await;
+            let kinds: Vec<String> = live
+                .events
+                .iter()
+                .map(|e| match e["type"].as_str() {
+                    Some("CUSTOM") => format!("CUSTOM {}", e["name"].as_str().unwrap_or("")),
+                    other => other.unwrap_or("").to_owned(),
+                })
+                .collect();
+            let started = if v1 {
+                "SUBAGENT_STARTED"
+            } else {
+                "CUSTOM SUBAGENT_STARTED"
+            };
+            assert!(
+                kinds.iter().any(|k| k == started),
+                "{who} {word}: {kinds:?}"
+            );
+            recorded.push(Recorded {
+                name: format!("{who} delegate {word}: the live run"),
+                v1,
+                events: live.events,
+            });
+            let connect = input(&thread, &format!("{thread}-c"), json!([]), json!({}));
+            let replay = post_run(&connect_url, &asked(connect, v1), WITHIN).await;
+            assert!(
+                replay.types().contains(&"MESSAGES_SNAPSHOT"),
+                "{who} {word}: connect replays the thread: {:?}",
+                replay.types()
+            );
+            recorded.push(Recorded {
+                name: format!("{who} delegate {word}: connect"),
+                v1,
+                events: replay.events,
+            });
+        }
+    }
+    let failures = verify(&recorded).await;
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -243,26 +243,42 @@ impl Projector {
     /// the task's history or artifacts), from a message or an artifact alike.
     pub(super) fn on_tool(&mut self, item: ToolItem, out: &mut Vec<Event>) {
         match item {
-            ToolItem::Call { id, name, args } => {
+            ToolItem::Call {
+                id,
+                name,
+                args,
+                subagent_session,
+            } => {
                 if !self.tool_calls.insert(id.clone()) {
                     return;
                 }
                 self.close_messages(out);
                 out.push(Event::ToolCallStart {
                     tool_call_id: id.clone(),
-                    tool_call_name: name,
+                    tool_call_name: name.clone(),
                 });
                 out.push(Event::ToolCallArgs {
                     tool_call_id: id.clone(),
                     delta: args,
                 });
-                out.push(Event::ToolCallEnd { tool_call_id: id });
+                out.push(Event::ToolCallEnd {
+                    tool_call_id: id.clone(),
+                });
+                // docs/mapping.md#delegation-to-other-agents: the sub-agent starts inside
+                // the call that delegates.
+                self.on_delegating_call(&id, &name, subagent_session.as_deref(), out);
             }
-            ToolItem::Result { id, content } => {
+            ToolItem::Result {
+                id,
+                content,
+                name,
+                report,
+            } => {
                 if !self.tool_results.insert(id.clone()) {
                     return;
                 }
                 self.close_messages(out);
+                self.on_delegation_result(&id, name.as_deref(), &report, out);
                 out.push(Event::ToolCallResult {
                     message_id: tools::result_message_id(&id),
                     tool_call_id: id,
