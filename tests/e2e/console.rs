@@ -36,17 +36,7 @@ async fn browser(gateway: &str, args: &[&str]) -> Value {
         .output()
         .await
         .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "no report from the browser test: {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+    let report = driver_report(&out, "the browser test");
     assert!(
         out.status.success() && report["ok"] == true,
         "the console check failed: {report:#}\n{}",

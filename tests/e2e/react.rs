@@ -79,17 +79,7 @@ async fn app(port: u16, mut script: Value) -> Value {
         .output()
         .await
         .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "no report from the app driver: {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+    let report = driver_report(&out, "the app driver");
     eprintln!("react app session: {:?}", started.elapsed());
     assert!(
         out.status.success() && report["ok"] == true,

@@ -55,6 +55,19 @@ fn context_of(run: &SseRun) -> String {
         .to_owned()
 }
 
+/// A reload: the page holds nothing of `thread`, CopilotKit connects at `connect_url`; the
+/// replay, which must hold the thread's messages.
+async fn reload(connect_url: &str, thread: &str, v1: bool) -> SseRun {
+    let connect = input(thread, &format!("{thread}-c"), json!([]), json!({}));
+    let replay = post_run(connect_url, &asked(connect, v1), WITHIN).await;
+    assert!(
+        replay.types().contains(&"MESSAGES_SNAPSHOT"),
+        "{thread}: connect replays the thread: {:?}",
+        replay.types()
+    );
+    replay
+}
+
 /// POSTs `body` to `url` and reads what arrives for `after`, then leaves (a client gone).
 async fn leave_after(url: &str, body: &Value, after: Duration) -> Vec<Value> {
     let mut resp = reqwest::Client::new()
@@ -173,14 +186,7 @@ async fn every_replay_passes_each_clients_verifier() {
             let live = post_run(&run_url, &asked(body, v1), WITHIN).await;
             let context = context_of(&live);
             record(format!("{who} {word}: the live run"), v1, live);
-            // A reload: the page holds nothing, CopilotKit connects.
-            let connect = input(&thread, &format!("{thread}-c"), json!([]), json!({}));
-            let replay = post_run(&connect_url, &asked(connect, v1), WITHIN).await;
-            assert!(
-                replay.types().contains(&"MESSAGES_SNAPSHOT"),
-                "{who} {word}: connect replays the thread: {:?}",
-                replay.types()
-            );
+            let replay = reload(&connect_url, &thread, v1).await;
             record(format!("{who} {word}: connect"), v1, replay);
             // A pick-up: the same conversation by its contextId, as another client of the
             // same caller would name it, with a new turn.
@@ -240,13 +246,7 @@ async fn every_replay_passes_each_clients_verifier() {
             reattached.raw
         );
         record(format!("{who} slow: reattach, then stop"), v1, reattached);
-        let connect = input(&thread, &format!("{thread}-c"), json!([]), json!({}));
-        let replay = post_run(&connect_url, &asked(connect, v1), WITHIN).await;
-        assert!(
-            replay.types().contains(&"MESSAGES_SNAPSHOT"),
-            "{:?}",
-            replay.types()
-        );
+        let replay = reload(&connect_url, &thread, v1).await;
         record(format!("{who} slow: connect after the stop"), v1, replay);
     }
     assert_eq!(recorded.len(), 2 * (8 * 3 + 2));
@@ -322,13 +322,7 @@ async fn delegation_streams_pass_each_clients_verifier() {
                 v1,
                 events: live.events,
             });
-            let connect = input(&thread, &format!("{thread}-c"), json!([]), json!({}));
-            let replay = post_run(&connect_url, &asked(connect, v1), WITHIN).await;
-            assert!(
-                replay.types().contains(&"MESSAGES_SNAPSHOT"),
-                "{who} {word}: connect replays the thread: {:?}",
-                replay.types()
-            );
+            let replay = reload(&connect_url, &thread, v1).await;
             recorded.push(Recorded {
                 name: format!("{who} delegate {word}: connect"),
                 v1,

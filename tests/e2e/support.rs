@@ -658,3 +658,19 @@ pub async fn assert_serves(gw: &Gateway, thread: &str) {
         Some("still serving")
     );
 }
+
+/// The report a Node driver printed: its last line that is JSON; panics with all it wrote
+/// when there is none.
+pub fn driver_report(out: &std::process::Output, driver: &str) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no report from {driver}: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+}
