@@ -772,7 +772,7 @@ mod tests {
     /// `http/1.1`) and sends over HTTP+JSON. (gRPC over TLS: `grpc::tests`.)
     #[tokio::test(flavor = "multi_thread")]
     async fn behind_tls_the_card_is_https_and_the_json_bindings_serve() {
-        use crate::a2a::client::{Client, Endpoint};
+        use crate::a2a::client::{CallContext, Client, Endpoint};
         use crate::a2a::model::{OutgoingMessage, Part, ProtocolVersion, StreamEvent};
         use crate::a2a::tls::{AgentTls, TlsTrust};
         use futures::StreamExt;
@@ -821,7 +821,7 @@ mod tests {
             ..Default::default()
         };
         let events: Vec<StreamEvent> = client(Binding::JsonRpc)
-            .stream_message(&message("echo over tls"), None)
+            .stream_message(&CallContext::none(), &message("echo over tls"), None)
             .await
             .unwrap()
             .map(Result::unwrap)
@@ -833,7 +833,7 @@ mod tests {
         assert_eq!(last.status.state, TaskState::Completed);
         assert_eq!(last.status.message.as_ref().unwrap().text(), "over tls");
         let sent = client(Binding::HttpJson)
-            .send_message(&message("approve"), None, None)
+            .send_message(&CallContext::none(), &message("approve"), None, None)
             .await
             .unwrap();
         let StreamEvent::Task(task) = sent else {

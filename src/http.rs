@@ -381,7 +381,11 @@ async fn task_context(
     // the upstream cannot show is left to the run, which reports it in the stream.
     let upstream = s.registry.resolve_as(agent, caller).await.ok()?;
     let task_id = TaskId::new(task_id);
-    let task = upstream.client.get_task(&task_id, Some(0)).await.ok()?;
+    let task = upstream
+        .client
+        .get_task(&upstream.ctx, &task_id, Some(0))
+        .await
+        .ok()?;
     task.context_id.map(ContextId::new)
 }
 

@@ -15,13 +15,14 @@ use serde::Serialize;
 
 use crate::a2a::call_headers::CallHeaders;
 use crate::a2a::card::{self, AgentCard};
-use crate::a2a::client::{Client, Endpoint};
+use crate::a2a::client::{CallContext, Client, Endpoint};
 use crate::a2a::model::ProtocolVersion;
 use crate::a2a::tls::AgentTls;
 use crate::agui::capabilities::AgentCapabilities;
 use crate::auth::Caller;
 use crate::bridge::capabilities;
 use crate::config::{AgentSettings, ForwardCue, Secret};
+use crate::telemetry::RunTrace;
 use crate::upstream::credentials::Credentials;
 
 /// Card refresh period while an agent is ready.
@@ -41,11 +42,11 @@ fn presented(s: &AgentSettings) -> card::security::Presented {
     }
 }
 
-/// What a successfully read card resolves to.
+/// What a successfully read card resolves to: shared (`Arc`) by every run and request on
+/// the agent, which call through its client with a context of their own ([`Upstream`]), so
+/// neither the card nor the client is ever copied per run.
 #[derive(Debug)]
 pub struct Resolved {
-    /// Shared by every resolution made of this one ([`Resolved::with_client`]): a run with
-    /// its own client (traced, credentialed) never copies the card.
     pub card: Arc<AgentCard>,
     pub client: Client,
     pub streaming: bool,
@@ -56,22 +57,30 @@ impl Resolved {
     pub fn version(&self) -> ProtocolVersion {
         self.client.version()
     }
+}
 
-    /// This resolution with `client` in place of its own (the same card).
-    pub fn with_client(&self, client: Client) -> Arc<Resolved> {
-        Arc::new(Resolved {
-            card: self.card.clone(),
-            client,
-            streaming: self.streaming,
-        })
+/// An agent as the calls made for one caller reach it: the agent's resolution (shared) and
+/// the context each of those calls carries ([`call_context`]). Reads as the resolution it
+/// holds (`upstream.client`, `upstream.card`); each call is given `&upstream.ctx`.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    pub resolved: Arc<Resolved>,
+    pub ctx: CallContext,
+}
+
+impl std::ops::Deref for Upstream {
+    type Target = Resolved;
+
+    fn deref(&self) -> &Resolved {
+        &self.resolved
     }
 }
 
 /// The caller identity header every upstream call made for `owner` carries
 /// (`forward_identity`, docs/design.md#11-security): `None` when the agent forwards none, an
 /// error when the identity cannot be a header value. The one home of that rule: runs, thread
-/// reads, CopilotKit connect and stop all call upstream through [`Registry::resolve_as`] or
-/// [`caller_client`], which use this.
+/// reads, CopilotKit connect and stop all call upstream with a context from
+/// [`call_context`], which uses this.
 pub(crate) fn caller_identity(
     settings: &AgentSettings,
     owner: &str,
@@ -85,39 +94,23 @@ pub(crate) fn caller_identity(
     Ok(Some((name.clone(), value)))
 }
 
-/// `client`, carrying the caller identity header if there is one.
-pub(crate) fn with_identity(
-    client: &Client,
-    identity: Option<(HeaderName, HeaderValue)>,
-) -> Client {
-    match identity {
-        Some((name, value)) => client.with_header(name, value),
-        None => client.clone(),
-    }
-}
-
-/// `client` (the agent's) as it calls upstream for the caller `owner`, whose inbound bearer
-/// was `token` (a JWT caller's): with the caller identity header ([`caller_identity`]) and
-/// the caller's credentials when the agent's depend on the caller (`token_exchange`,
-/// `forward_caller_token`; docs/security.md#upstream-credentials). `None`: `client` serves
-/// as it is. A caller without the token such credentials need gets a client whose calls
-/// fail with `upstream_auth_failed` before anything is sent.
-pub(crate) fn caller_client(
+/// The context of every call made to `agent` for the caller `owner`, whose inbound bearer
+/// was `token` (a JWT caller's), within the run `trace` if traced: the caller identity
+/// header ([`caller_identity`]) and the caller's credentials when the agent's depend on the
+/// caller (`token_exchange`, `forward_caller_token`; docs/security.md#upstream-credentials;
+/// else the agent's own, which its client carries). A caller without the token such
+/// credentials need gets a context whose calls fail with `upstream_auth_failed` before
+/// anything is sent. The one place runs, thread reads, CopilotKit connect and stop get
+/// their context.
+pub(crate) fn call_context(
     agent: &Agent,
-    client: &Client,
     owner: &str,
     token: Option<&Secret>,
-) -> Result<Option<Client>, String> {
+    trace: Option<RunTrace>,
+) -> Result<CallContext, String> {
     let identity = caller_identity(&agent.settings, owner)?;
-    let source = agent.credentials.for_caller(token);
-    if identity.is_none() && source.is_none() {
-        return Ok(None);
-    }
-    let client = with_identity(client, identity);
-    Ok(Some(match source {
-        Some(source) => client.with_call_headers(source),
-        None => client,
-    }))
+    let credentials = agent.credentials.for_caller(token);
+    Ok(CallContext::new(trace, identity, credentials))
 }
 
 /// The extensions the gateway understands that `card` declares: asked for on every call
@@ -464,22 +457,20 @@ impl Registry {
         }
     }
 
-    /// The agent's resolution whose client calls upstream on behalf of `caller` (with the
-    /// caller identity header and the caller's credentials, [`caller_client`]).
+    /// The agent as calls made on behalf of `caller` reach it (untraced; with the caller
+    /// identity header and the caller's credentials, [`call_context`]).
     pub(crate) async fn resolve_as(
         &self,
         agent: &Agent,
         caller: &Caller,
-    ) -> Result<Arc<Resolved>, String> {
-        let upstream = self
+    ) -> Result<Upstream, String> {
+        let resolved = self
             .resolve(agent)
             .await
             .map_err(|e| format!("agent {} is not reachable: {e}", agent.settings.name))?;
         let owner = caller.id.as_str();
-        match caller_client(agent, &upstream.client, owner, caller.token.as_ref())? {
-            None => Ok(upstream),
-            Some(client) => Ok(upstream.with_client(client)),
-        }
+        let ctx = call_context(agent, owner, caller.token.as_ref(), None)?;
+        Ok(Upstream { resolved, ctx })
     }
 
     /// Reads the agent's card and updates its resolution.
@@ -650,7 +641,7 @@ impl Registry {
         if !card.has_extended_card() || !agent_credential {
             return (card, client);
         }
-        let extended = match client.get_extended_card().await {
+        let extended = match client.get_extended_card(&CallContext::none()).await {
             Ok(extended) => extended,
             Err(e) => {
                 tracing::warn!(agent = %s.name, error = %e, "the extended agent card was not read; using the public card");
@@ -972,7 +963,11 @@ mod tests {
         assert_eq!(agent.detail().credentials, Some("oauth2"));
         // Every call of the resolved client carries the same token, fetched once.
         let client = &agent.resolved().unwrap().client;
-        let e = client.get_task(&TaskId::new("t"), None).await.unwrap_err();
+        let none = CallContext::none();
+        let e = client
+            .get_task(&none, &TaskId::new("t"), None)
+            .await
+            .unwrap_err();
         assert!(e.is_task_not_found(), "{e}");
         assert_eq!(agent_side.seen()[2], "Bearer token-2");
         assert_eq!(idp.count(), 2);
@@ -1013,7 +1008,7 @@ mod tests {
         let upstream = registry.resolve_as(&agent, &jwt_caller).await.unwrap();
         let e = upstream
             .client
-            .get_task(&TaskId::new("t"), None)
+            .get_task(&upstream.ctx, &TaskId::new("t"), None)
             .await
             .unwrap_err();
         assert!(e.is_task_not_found(), "{e}");
@@ -1025,7 +1020,7 @@ mod tests {
         let upstream = registry.resolve_as(&agent, &key_caller).await.unwrap();
         let e = upstream
             .client
-            .get_task(&TaskId::new("t"), None)
+            .get_task(&upstream.ctx, &TaskId::new("t"), None)
             .await
             .unwrap_err();
         assert!(
@@ -1038,7 +1033,7 @@ mod tests {
             .resolved()
             .unwrap()
             .client
-            .get_task(&TaskId::new("t"), None)
+            .get_task(&CallContext::none(), &TaskId::new("t"), None)
             .await
             .unwrap_err();
         assert!(matches!(e, ClientError::Unauthorized(_)), "{e}");

@@ -25,7 +25,7 @@ use futures::{FutureExt, Stream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::a2a::call::ListTasks;
-use crate::a2a::client::{Client, ClientError};
+use crate::a2a::client::{CallContext, ClientError};
 use crate::a2a::model::{OutgoingMessage, StreamEvent, Task};
 use crate::a2a::Operation;
 use crate::agui::input::Message as ClientMessage;
@@ -40,7 +40,7 @@ use crate::error::RunError;
 use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 use crate::metrics::{Metrics, OpenStream};
 use crate::redact::Shown;
-use crate::registry::{self, Agent, Registry, Resolved};
+use crate::registry::{self, Agent, Registry, Upstream};
 use crate::store::{Store, ThreadRecord};
 use crate::telemetry::RunTrace;
 
@@ -110,7 +110,7 @@ pub(crate) struct RunEvents {
 }
 
 struct CancelOnDrop {
-    client: crate::a2a::client::Client,
+    upstream: Upstream,
     task_id: TaskId,
 }
 
@@ -136,11 +136,11 @@ impl Drop for RunEvents {
         run.abort();
         tracing::info!("client disconnected before the run ended");
         let pending = self.cancel_on_drop.lock().ok().and_then(|mut c| c.take());
-        if let Some(CancelOnDrop { client, task_id }) = pending {
+        if let Some(CancelOnDrop { upstream, task_id }) = pending {
             // Bounded by `timeouts.upstream_call` like every unary call.
             tokio::spawn(async move {
                 let task = Shown(task_id.as_str());
-                match client.cancel_task(&task_id).await {
+                match upstream.client.cancel_task(&upstream.ctx, &task_id).await {
                     Ok(_) => {
                         tracing::info!(task_id = %task, "task cancelled after client disconnect")
                     }
@@ -474,9 +474,9 @@ impl Run {
             return;
         }
         let armed = match (&wanted, self.agent.resolved()) {
-            (Some(task_id), Some(upstream)) => match self.caller_client(&upstream.client) {
-                Ok(client) => Some(CancelOnDrop {
-                    client: client.unwrap_or_else(|| upstream.client.clone()),
+            (Some(task_id), Some(resolved)) => match self.call_context(None) {
+                Ok(ctx) => Some(CancelOnDrop {
+                    upstream: Upstream { resolved, ctx },
                     task_id: task_id.clone(),
                 }),
                 Err(_) => None,
@@ -489,11 +489,11 @@ impl Run {
         self.armed_task = wanted;
     }
 
-    /// `client` as every upstream call of this run makes it: with the caller identity header
-    /// and the caller's credentials ([`registry::caller_client`]); `None`: as it is.
-    fn caller_client(&self, client: &Client) -> Result<Option<Client>, RunError> {
+    /// The context of this run's upstream calls, within `trace` if traced: the caller
+    /// identity header and the caller's credentials ([`registry::call_context`]).
+    fn call_context(&self, trace: Option<RunTrace>) -> Result<CallContext, RunError> {
         let token = self.caller_token.as_ref();
-        registry::caller_client(&self.agent, client, self.owner.as_str(), token)
+        registry::call_context(&self.agent, self.owner.as_str(), token, trace)
             .map_err(RunError::UpstreamUnavailable)
     }
 
@@ -512,25 +512,18 @@ impl Run {
         }
         // Boxed, like every step below: execute's future lives as long as the run, so a
         // step's state must not size it (memory per open stream, docs/performance.md).
-        let upstream = match Box::pin(self.env.registry.resolve(&self.agent)).await {
+        let resolved = match Box::pin(self.env.registry.resolve(&self.agent)).await {
             Ok(r) => r,
             Err(e) => {
                 let msg = format!("agent {} is not reachable: {e}", self.agent.settings.name);
                 return self.fail(RunError::UpstreamUnavailable(msg)).await;
             }
         };
-        // Every call of the run goes through this resolution: with the caller identity if
-        // the agent forwards it, and the caller's credentials if the agent's depend on it.
-        let upstream = match (self.caller_client(&upstream.client), &self.trace) {
-            (Ok(None), None) => upstream,
-            (Ok(client), trace) => {
-                let client = client.unwrap_or_else(|| upstream.client.clone());
-                upstream.with_client(match trace {
-                    Some(t) => client.traced(t.clone()),
-                    None => client,
-                })
-            }
-            (Err(e), _) => return self.fail(e).await,
+        // Every call of the run carries this context: the run's trace, the caller identity
+        // if the agent forwards it, and the caller's credentials if the agent's depend on it.
+        let upstream = match self.call_context(self.trace.clone()) {
+            Ok(ctx) => Upstream { resolved, ctx },
+            Err(e) => return self.fail(e).await,
         };
         if let Some(context_id) = self.pick_up.take() {
             Box::pin(self.pick_up(&upstream, context_id)).await?;
@@ -550,7 +543,7 @@ impl Run {
     /// Sends `message`, ending the run with the upstream's error if it refuses.
     async fn send_or_fail(
         &mut self,
-        upstream: &Resolved,
+        upstream: &Upstream,
         mut message: OutgoingMessage,
     ) -> Result<(), Disconnected> {
         let force = self.agent.settings.force_extensions;
@@ -576,7 +569,7 @@ impl Run {
     /// is shown (docs/identity.md).
     async fn pick_up(
         &mut self,
-        upstream: &Resolved,
+        upstream: &Upstream,
         context_id: ContextId,
     ) -> Result<(), Disconnected> {
         if !upstream.client.supports(Operation::ListTasks) {
@@ -585,6 +578,7 @@ impl Run {
         let listed = upstream
             .client
             .list_tasks_paged(
+                &upstream.ctx,
                 ListTasks {
                     context_id: Some(context_id.as_str()),
                     page_size: PICK_UP_PAGE_SIZE,
@@ -622,7 +616,7 @@ impl Run {
     /// it holds only what reading the stream needs (memory per open stream).
     async fn send(
         &mut self,
-        upstream: &Resolved,
+        upstream: &Upstream,
         message: &OutgoingMessage,
         streaming: bool,
     ) -> Result<(), ClientError> {
@@ -630,7 +624,11 @@ impl Run {
             return Box::pin(self.send_unary(upstream, message)).await;
         }
         let history = self.plan.options.history_length;
-        let open = Box::pin(upstream.client.stream_message(message, history));
+        let open = Box::pin(
+            upstream
+                .client
+                .stream_message(&upstream.ctx, message, history),
+        );
         let first_event = self.env.timeouts.first_event();
         let stream = match tokio::time::timeout(first_event, open).await {
             Ok(r) => r?,
@@ -647,13 +645,18 @@ impl Run {
     /// `SendMessage` (no stream): the result is the turn.
     async fn send_unary(
         &mut self,
-        upstream: &Resolved,
+        upstream: &Upstream,
         message: &OutgoingMessage,
     ) -> Result<(), ClientError> {
         let history = self.plan.options.history_length;
         let result = upstream
             .client
-            .send_message(message, history, Some(self.env.timeouts.run()))
+            .send_message(
+                &upstream.ctx,
+                message,
+                history,
+                Some(self.env.timeouts.run()),
+            )
             .await?;
         // A task result holds the whole turn in its history: projected like a recovered
         // snapshot, so the live view and a later rebuild agree

@@ -104,6 +104,47 @@ impl Endpoint {
     }
 }
 
+/// What one call carries for whom it is made, passed to every operation (borrowed, built per
+/// run or request, never a copy of the client): the run's trace, the caller identity header
+/// (`forward_identity`) and the caller-dependent credentials. Built by
+/// `registry::call_context`, the one home of those rules; [`CallContext::none`] for calls
+/// made for nobody (card reads, probes).
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// The run whose call this is, when traces are on (docs/design.md#10-observability): a
+    /// span per call, sent upstream as `traceparent`.
+    pub(crate) trace: Option<crate::telemetry::RunTrace>,
+    /// One more header on the call (`forward_identity`), in place of a configured one of
+    /// the same name.
+    pub(crate) identity: Option<(HeaderName, HeaderValue)>,
+    /// Headers decided per call in place of the client's own source
+    /// ([`super::call_headers`]): the caller's credentials where the agent's depend on the
+    /// caller.
+    pub(crate) credentials: Option<std::sync::Arc<dyn CallHeaders>>,
+}
+
+impl CallContext {
+    /// The context of a call made for nobody: the client's own headers and credentials,
+    /// untraced.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// A call made for a caller: with its identity header and its credentials, if any,
+    /// within the run `trace`, if traced.
+    pub(crate) fn new(
+        trace: Option<crate::telemetry::RunTrace>,
+        identity: Option<(HeaderName, HeaderValue)>,
+        credentials: Option<std::sync::Arc<dyn CallHeaders>>,
+    ) -> Self {
+        Self {
+            trace,
+            identity,
+            credentials,
+        }
+    }
+}
+
 /// An A2A client for one endpoint.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -114,14 +155,13 @@ pub struct Client {
     call_timeout: Duration,
     /// Told of every call's method and result (the gateway's metrics).
     on_call: Option<CallHook>,
-    /// The run whose calls these are, when traces are on (docs/design.md#10-observability).
-    trace: Option<crate::telemetry::RunTrace>,
     /// Streams from an `http://` endpoint are read by [`super::direct`] (connecting within
     /// this bound) rather than reqwest; `None`: every call goes through reqwest.
     direct_streams: Option<Duration>,
     /// The gRPC binding's channel (unused by the others).
     grpc: grpc::Transport,
-    /// Headers decided per call (credentials that change), if any.
+    /// Headers decided per call (the agent's credentials that change), if any; a call's
+    /// context may bring its own in their place ([`CallContext::credentials`]).
     call_headers: Option<std::sync::Arc<dyn CallHeaders>>,
     /// The TLS of the connections this client opens itself (direct streams, gRPC); reqwest
     /// carries its own copy ([`super::tls`]).
@@ -160,6 +200,15 @@ impl std::fmt::Debug for CallHook {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// One attempt of a call as the transports take it: its context (for its trace), its
+/// method name, and its headers (the endpoint's, the context's, the credentials, the
+/// extensions).
+struct Sending<'a> {
+    ctx: &'a CallContext,
+    method: &'static str,
+    headers: HeaderMap,
+}
+
 /// A call as its binding sends it.
 enum Wire {
     /// JSON-RPC or HTTP+JSON: an HTTP request, read through its binding's codec.
@@ -182,7 +231,6 @@ impl Client {
             max_event_bytes,
             call_timeout,
             on_call: None,
-            trace: None,
             direct_streams: None,
             grpc: grpc::Transport::default(),
             call_headers: None,
@@ -197,12 +245,11 @@ impl Client {
         self
     }
 
-    /// This client adding `source`'s headers to every call ([`super::call_headers`]), in
-    /// place of any source it had.
-    pub fn with_call_headers(&self, source: std::sync::Arc<dyn CallHeaders>) -> Client {
-        let mut client = self.clone();
-        client.call_headers = Some(source);
-        client
+    /// This client adding `source`'s headers (the agent's credentials) to every call whose
+    /// context brings none ([`super::call_headers`]).
+    pub fn with_call_headers(mut self, source: std::sync::Arc<dyn CallHeaders>) -> Client {
+        self.call_headers = Some(source);
+        self
     }
 
     /// This client reading its `http://` streams itself (`a2a::direct`), connecting
@@ -212,33 +259,16 @@ impl Client {
         self
     }
 
-    /// This client making its calls children of `trace` (a span each, sent upstream as
-    /// `traceparent`).
-    pub(crate) fn traced(&self, trace: crate::telemetry::RunTrace) -> Client {
-        let mut client = self.clone();
-        client.trace = Some(trace);
-        client
-    }
-
     /// This client telling `hook` of every call.
     pub fn observed(mut self, hook: CallHook) -> Self {
         self.on_call = Some(hook);
         self
     }
 
-    /// This client with one more header on every call (`forward_identity`): a cheap copy
-    /// sharing the connection pool.
-    pub fn with_header(&self, name: HeaderName, value: HeaderValue) -> Self {
-        let mut client = self.clone();
-        client.endpoint.headers.insert(name, value);
-        client
-    }
-
     /// This client asking, on top of its own, for the extensions `uris` on every call.
-    pub fn with_extensions(&self, uris: &[String]) -> Client {
-        let mut client = self.clone();
-        add_extensions(&mut client.endpoint.headers, self.endpoint.version, uris);
-        client
+    pub fn with_extensions(mut self, uris: &[String]) -> Client {
+        add_extensions(&mut self.endpoint.headers, self.endpoint.version, uris);
+        self
     }
 
     /// The endpoint URL in use (the interface URL), without userinfo (for display).
@@ -273,6 +303,7 @@ impl Client {
     /// the caller's `first_event` bounds both.
     pub async fn stream_message(
         &self,
+        ctx: &CallContext,
         msg: &OutgoingMessage,
         history_length: Option<u32>,
     ) -> Result<EventStream, ClientError> {
@@ -280,20 +311,25 @@ impl Client {
             message: msg,
             history_length,
         };
-        self.stream(Call::Stream(send), None).await
+        self.stream(ctx, Call::Stream(send), None).await
     }
 
     /// `SubscribeToTask` / `tasks/resubscribe`; the response head within
     /// `timeouts.upstream_call`.
-    pub async fn subscribe(&self, id: &TaskId) -> Result<EventStream, ClientError> {
+    pub async fn subscribe(
+        &self,
+        ctx: &CallContext,
+        id: &TaskId,
+    ) -> Result<EventStream, ClientError> {
         let call = Call::Subscribe { id };
-        self.stream(call, Some(self.call_timeout)).await
+        self.stream(ctx, call, Some(self.call_timeout)).await
     }
 
     /// `SendMessage` / `message/send` (blocking): a Task or a Message, within `timeout`
     /// (default `timeouts.upstream_call`).
     pub async fn send_message(
         &self,
+        ctx: &CallContext,
         msg: &OutgoingMessage,
         history_length: Option<u32>,
         timeout: Option<Duration>,
@@ -302,33 +338,46 @@ impl Client {
             message: msg,
             history_length,
         };
-        self.unary(Call::Send(send), timeout).await?.into_event()
+        self.unary(ctx, Call::Send(send), timeout)
+            .await?
+            .into_event()
     }
 
     /// `GetTask` / `tasks/get`.
     pub async fn get_task(
         &self,
+        ctx: &CallContext,
         id: &TaskId,
         history_length: Option<u32>,
     ) -> Result<Task, ClientError> {
         let call = Call::GetTask { id, history_length };
-        self.unary(call, None).await?.into_task()
+        self.unary(ctx, call, None).await?.into_task()
     }
 
     /// `CancelTask` / `tasks/cancel`.
-    pub async fn cancel_task(&self, id: &TaskId) -> Result<Task, ClientError> {
-        self.unary(Call::CancelTask { id }, None).await?.into_task()
+    pub async fn cancel_task(&self, ctx: &CallContext, id: &TaskId) -> Result<Task, ClientError> {
+        let call = Call::CancelTask { id };
+        self.unary(ctx, call, None).await?.into_task()
     }
 
     /// `ListTasks` (1.0 only; newest first).
-    pub async fn list_tasks(&self, list: ListTasks<'_>) -> Result<TaskPage, ClientError> {
-        self.unary(Call::ListTasks(list), None).await?.into_page()
+    pub async fn list_tasks(
+        &self,
+        ctx: &CallContext,
+        list: ListTasks<'_>,
+    ) -> Result<TaskPage, ClientError> {
+        let call = Call::ListTasks(list);
+        self.unary(ctx, call, None).await?.into_page()
     }
 
     /// `GetExtendedAgentCard` / `agent/getAuthenticatedExtendedCard`: the card served to
     /// authenticated callers (A2A 1.0 §9.4.7).
-    pub async fn get_extended_card(&self) -> Result<super::card::AgentCard, ClientError> {
-        self.unary(Call::ExtendedCard, None).await?.into_card()
+    pub async fn get_extended_card(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<super::card::AgentCard, ClientError> {
+        let call = Call::ExtendedCard;
+        self.unary(ctx, call, None).await?.into_card()
     }
 
     /// `ListTasks` over up to `pages` pages from `list`'s first (newest first), all of them
@@ -336,6 +385,7 @@ impl Client {
     /// failure or the deadline ends the list with what was read.
     pub async fn list_tasks_paged(
         &self,
+        ctx: &CallContext,
         list: ListTasks<'_>,
         pages: usize,
     ) -> Result<Vec<Task>, ClientError> {
@@ -344,7 +394,7 @@ impl Client {
         let mut token: Option<String> = list.page_token.map(str::to_owned);
         for page_no in 0..pages {
             let page_token = token.as_deref();
-            let call = self.list_tasks(ListTasks { page_token, ..list });
+            let call = self.list_tasks(ctx, ListTasks { page_token, ..list });
             let page = match tokio::time::timeout_at(deadline, call).await {
                 Ok(Ok(page)) => page,
                 Ok(Err(e)) if page_no == 0 => return Err(e),
@@ -370,15 +420,19 @@ impl Client {
             .ok_or(ClientError::Unsupported(op.name(), version.as_str()))
     }
 
-    /// Runs `call` with the call's changing headers (none without a source); when the agent
-    /// refuses them as stale (a 401), tells the source and runs it once more with fresh
-    /// ones ([`super::call_headers`]).
-    async fn authorized<'a, T, F, Fut>(&'a self, call: F) -> Result<T, ClientError>
+    /// Runs `call` with the call's changing headers (the context's source, else the
+    /// client's; none without either); when the agent refuses them as stale (a 401), tells
+    /// the source and runs it once more with fresh ones ([`super::call_headers`]).
+    async fn authorized<'a, T, F, Fut>(
+        &'a self,
+        ctx: &CallContext,
+        call: F,
+    ) -> Result<T, ClientError>
     where
         F: Fn(HeaderMap) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>> + 'a,
     {
-        let Some(source) = &self.call_headers else {
+        let Some(source) = ctx.credentials.as_ref().or(self.call_headers.as_ref()) else {
             return call(HeaderMap::new()).await;
         };
         let sent = source.headers().await.map_err(ClientError::Credentials)?;
@@ -392,10 +446,14 @@ impl Client {
         }
     }
 
-    /// The headers of one call: the endpoint's, `credentials` in place of those of the same
-    /// name, and the extensions the call's message uses added to the endpoint's.
-    fn headers(&self, call: &Call<'_>, credentials: HeaderMap) -> HeaderMap {
+    /// The headers of one call: the endpoint's, the context's identity header and then
+    /// `credentials` in place of those of the same name, and the extensions the call's
+    /// message uses added to the endpoint's.
+    fn headers(&self, ctx: &CallContext, call: &Call<'_>, credentials: HeaderMap) -> HeaderMap {
         let mut headers = self.endpoint.headers.clone();
+        if let Some((name, value)) = &ctx.identity {
+            headers.insert(name, value.clone());
+        }
         for (name, value) in &credentials {
             headers.insert(name, value.clone());
         }
@@ -435,20 +493,26 @@ impl Client {
     /// A unary call within `timeout` (default `timeouts.upstream_call`).
     async fn unary(
         &self,
+        ctx: &CallContext,
         call: Call<'_>,
         timeout: Option<Duration>,
     ) -> Result<Answer, ClientError> {
         let method = self.method(call.operation())?;
         let timeout = timeout.unwrap_or(self.call_timeout);
         let call = &call;
-        self.authorized(|credentials| async move {
-            let headers = self.headers(call, credentials);
+        self.authorized(ctx, |credentials| async move {
+            let headers = self.headers(ctx, call, credentials);
+            let sending = Sending {
+                ctx,
+                method,
+                headers,
+            };
             let result = match self.encode(call) {
                 Err(e) => Err(e),
-                Ok(Wire::Grpc(request)) => self.grpc_unary(method, request, headers, timeout).await,
+                Ok(Wire::Grpc(request)) => self.grpc_unary(sending, request, timeout).await,
                 Ok(Wire::Json(json)) => {
                     let op = call.operation();
-                    self.http_unary(op, method, json, headers, timeout).await
+                    self.http_unary(sending, op, json, timeout).await
                 }
             };
             self.observe(method, result.is_ok());
@@ -461,20 +525,23 @@ impl Client {
     /// one call: its hook is told when it ends.
     async fn stream(
         &self,
+        ctx: &CallContext,
         call: Call<'_>,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
         let method = self.method(call.operation())?;
         let call = &call;
-        self.authorized(|credentials| async move {
-            let headers = self.headers(call, credentials);
+        self.authorized(ctx, |credentials| async move {
+            let headers = self.headers(ctx, call, credentials);
+            let sending = Sending {
+                ctx,
+                method,
+                headers,
+            };
             let opened = match self.encode(call) {
                 Err(e) => Err(e),
-                Ok(Wire::Grpc(request)) => {
-                    self.grpc_stream(method, request, headers, head_timeout)
-                        .await
-                }
-                Ok(Wire::Json(json)) => self.http_stream(method, json, headers, head_timeout).await,
+                Ok(Wire::Grpc(request)) => self.grpc_stream(sending, request, head_timeout).await,
+                Ok(Wire::Json(json)) => self.http_stream(sending, json, head_timeout).await,
             };
             self.observed_stream(method, opened)
         })
@@ -519,16 +586,18 @@ impl Client {
     }
 
     /// docs/design.md#10-observability: a span per upstream call around `send(headers)`, its
-    /// context sent upstream as `traceparent` in `headers` (none when traces are off).
+    /// context sent upstream as `traceparent` in `headers` (none when the call's context
+    /// has no trace).
     async fn call_traced<T, F>(
         &self,
+        ctx: &CallContext,
         method: &'static str,
         send: impl FnOnce(HeaderMap) -> F,
     ) -> Result<T, ClientError>
     where
         F: std::future::Future<Output = Result<T, ClientError>>,
     {
-        let Some(trace) = &self.trace else {
+        let Some(trace) = &ctx.trace else {
             return send(HeaderMap::new()).await;
         };
         let (headers, span) = trace.call(method, self.endpoint.binding.as_str());

@@ -388,7 +388,7 @@ fn stream_response(e: Event<'_>) -> pb::StreamResponse {
 mod tests {
     use super::*;
     use crate::a2a::card::Binding;
-    use crate::a2a::client::{Client, ClientError, Endpoint};
+    use crate::a2a::client::{CallContext, Client, ClientError, Endpoint};
     use crate::a2a::model::{OutgoingMessage, Part, ProtocolVersion, StreamEvent};
     use crate::ids::TaskId;
     use futures::StreamExt;
@@ -465,7 +465,7 @@ mod tests {
             ..Default::default()
         });
         let events: Vec<StreamEvent> = trusted
-            .stream_message(&message("echo over tls", None), None)
+            .stream_message(&CallContext::none(), &message("echo over tls", None), None)
             .await
             .unwrap()
             .map(Result::unwrap)
@@ -477,7 +477,7 @@ mod tests {
         assert_eq!(last.status.message.as_ref().unwrap().text(), "over tls");
         let untrusted = client(crate::a2a::tls::TlsTrust::default());
         let err = untrusted
-            .stream_message(&message("echo refused", None), None)
+            .stream_message(&CallContext::none(), &message("echo refused", None), None)
             .await
             .err()
             .expect("an unknown CA is refused");
@@ -499,7 +499,7 @@ mod tests {
         assert_eq!(card["supportedInterfaces"][2]["protocolBinding"], "GRPC");
 
         let events: Vec<StreamEvent> = client
-            .stream_message(&message("echo hi there", None), None)
+            .stream_message(&CallContext::none(), &message("echo hi there", None), None)
             .await
             .unwrap()
             .map(Result::unwrap)
@@ -516,7 +516,7 @@ mod tests {
         assert_eq!(events.len(), 5, "the task, working, a word each, completed");
 
         let asked = client
-            .send_message(&message("approve", None), None, None)
+            .send_message(&CallContext::none(), &message("approve", None), None, None)
             .await
             .unwrap();
         let StreamEvent::Task(waiting) = asked else {
@@ -524,7 +524,12 @@ mod tests {
         };
         assert_eq!(waiting.status.state, TaskState::InputRequired);
         let answered = client
-            .send_message(&message("yes", Some(&waiting.id)), None, None)
+            .send_message(
+                &CallContext::none(),
+                &message("yes", Some(&waiting.id)),
+                None,
+                None,
+            )
             .await
             .unwrap();
         let StreamEvent::Task(done) = answered else {
@@ -538,32 +543,43 @@ mod tests {
         );
 
         let started_id = TaskId::new(&started.id);
-        let read = client.get_task(&started_id, Some(0)).await.unwrap();
+        let read = client
+            .get_task(&CallContext::none(), &started_id, Some(0))
+            .await
+            .unwrap();
         assert_eq!(
             (read.status.state, read.history.len()),
             (TaskState::Completed, 0)
         );
         let page = client
-            .list_tasks(crate::a2a::call::ListTasks::first(None, 1).with_artifacts())
+            .list_tasks(
+                &CallContext::none(),
+                crate::a2a::call::ListTasks::first(None, 1).with_artifacts(),
+            )
             .await
             .unwrap();
         assert_eq!(page.tasks[0].id, waiting.id, "newest first");
         assert!(page.next_page_token.is_some());
         assert_eq!(
-            code(client.cancel_task(&started_id).await.unwrap_err()),
+            code(
+                client
+                    .cancel_task(&CallContext::none(), &started_id)
+                    .await
+                    .unwrap_err()
+            ),
             rpc_code::TASK_NOT_CANCELABLE
         );
         assert_eq!(
             code(
                 client
-                    .get_task(&TaskId::new("nope"), None)
+                    .get_task(&CallContext::none(), &TaskId::new("nope"), None)
                     .await
                     .unwrap_err()
             ),
             rpc_code::TASK_NOT_FOUND
         );
         let idle = client
-            .stream_message(&message("idle 60", None), None)
+            .stream_message(&CallContext::none(), &message("idle 60", None), None)
             .await
             .unwrap();
         let mut idle = idle;
@@ -571,12 +587,18 @@ mod tests {
             panic!("a task first")
         };
         let quiet_id = TaskId::new(&quiet.id);
-        let mut watching = client.subscribe(&quiet_id).await.unwrap();
+        let mut watching = client
+            .subscribe(&CallContext::none(), &quiet_id)
+            .await
+            .unwrap();
         assert!(matches!(
             watching.next().await,
             Some(Ok(StreamEvent::Task(_)))
         ));
-        client.cancel_task(&quiet_id).await.unwrap();
+        client
+            .cancel_task(&CallContext::none(), &quiet_id)
+            .await
+            .unwrap();
         let mut states = Vec::new();
         while let Some(Ok(StreamEvent::StatusUpdate(u))) = watching.next().await {
             states.push(u.status.state);

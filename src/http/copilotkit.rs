@@ -201,7 +201,11 @@ async fn cancel_live(
     let cancel_all = async {
         let mut cancelled = 0;
         for task in live {
-            match upstream.client.cancel_task(&TaskId::new(&task.id)).await {
+            match upstream
+                .client
+                .cancel_task(&upstream.ctx, &TaskId::new(&task.id))
+                .await
+            {
                 Ok(_) => cancelled += 1,
                 Err(e) => return Err(RunError::from(&e)),
             }

@@ -22,8 +22,6 @@
 //! "nothing there" is a task the upstream says it does not know (expired): that thread is
 //! left out of a 0.3 list, and its detail is a 404.
 
-use std::sync::Arc;
-
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
@@ -45,7 +43,7 @@ use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
 use crate::error::RequestError;
 use crate::ids::{ContextId, TaskId, ThreadId};
-use crate::registry::{Agent, Resolved};
+use crate::registry::{Agent, Upstream};
 
 /// `ListTasks` pages read for a list, and tasks per page.
 const LIST_PAGES: usize = 5;
@@ -230,13 +228,16 @@ pub(crate) async fn tasks_of(
         let context_id = context_id.as_str();
         let page = upstream
             .client
-            .list_tasks(ListTasks {
-                context_id: Some(context_id),
-                page_size: LIST_PAGE_SIZE,
-                page_token: None,
-                history_length: DETAIL_HISTORY,
-                include_artifacts: true,
-            })
+            .list_tasks(
+                &upstream.ctx,
+                ListTasks {
+                    context_id: Some(context_id),
+                    page_size: LIST_PAGE_SIZE,
+                    page_token: None,
+                    history_length: DETAIL_HISTORY,
+                    include_artifacts: true,
+                },
+            )
             .await?;
         return Ok(page
             .tasks
@@ -257,18 +258,14 @@ pub(crate) async fn tasks_of(
     };
     let task = upstream
         .client
-        .get_task(&task_id, Some(DETAIL_HISTORY))
+        .get_task(&upstream.ctx, &task_id, Some(DETAIL_HISTORY))
         .await?;
     Ok(vec![task])
 }
 
 /// The agent's resolution for calls made on behalf of `caller`. An agent whose card cannot be
 /// read is unavailable, like an upstream that refuses the connection.
-async fn resolve(
-    s: &AppState,
-    agent: &Agent,
-    caller: &Caller,
-) -> Result<Arc<Resolved>, ClientError> {
+async fn resolve(s: &AppState, agent: &Agent, caller: &Caller) -> Result<Upstream, ClientError> {
     s.registry
         .resolve_as(agent, caller)
         .await
@@ -317,7 +314,11 @@ async fn visible_threads(
     }
     let tasks = upstream
         .client
-        .list_tasks_paged(ListTasks::first(None, LIST_PAGE_SIZE), LIST_PAGES)
+        .list_tasks_paged(
+            &upstream.ctx,
+            ListTasks::first(None, LIST_PAGE_SIZE),
+            LIST_PAGES,
+        )
         .await
         .map_err(|e| RequestError::from(&e))?;
     let mut visible = Vec::new();
@@ -347,16 +348,18 @@ async fn from_bindings(
     s: &AppState,
     agent: &Agent,
     caller: &Caller,
-    upstream: &Resolved,
+    upstream: &Upstream,
 ) -> Result<Vec<ThreadSummary>, RequestError> {
     let records = s
         .store
         .threads_of(&caller.id, &agent.settings.name, BINDINGS_LIMIT)
         .await;
     let task_ids: Vec<TaskId> = records.iter().filter_map(|r| r.task_id.clone()).collect();
-    let reads = task_ids.into_iter().map(|task_id| {
-        let client = upstream.client.clone();
-        async move { client.get_task(&task_id, Some(0)).await }
+    let reads = task_ids.into_iter().map(|task_id| async move {
+        upstream
+            .client
+            .get_task(&upstream.ctx, &task_id, Some(0))
+            .await
     });
     let read_all = async {
         let mut reads = futures::stream::iter(reads).buffer_unordered(GET_CONCURRENCY);

@@ -22,7 +22,7 @@ use crate::agui::Event;
 use crate::error::RunError;
 use crate::ids::TaskId;
 use crate::redact::Shown;
-use crate::registry::Resolved;
+use crate::registry::Upstream;
 use std::time::Duration;
 
 /// What the read loop asks of the upstream besides the stream it reads: resubscribing to a
@@ -39,7 +39,7 @@ pub(super) trait Resubscribe: Sync {
     fn get_task<'a>(&'a self, task_id: &'a TaskId) -> BoxFuture<'a, Result<Task, ClientError>>;
 }
 
-impl Resubscribe for Resolved {
+impl Resubscribe for Upstream {
     fn streams(&self) -> bool {
         self.streaming
     }
@@ -48,11 +48,11 @@ impl Resubscribe for Resolved {
         &'a self,
         task_id: &'a TaskId,
     ) -> BoxFuture<'a, Result<EventStream, ClientError>> {
-        self.client.subscribe(task_id).boxed()
+        self.client.subscribe(&self.ctx, task_id).boxed()
     }
 
     fn get_task<'a>(&'a self, task_id: &'a TaskId) -> BoxFuture<'a, Result<Task, ClientError>> {
-        self.client.get_task(task_id, None).boxed()
+        self.client.get_task(&self.ctx, task_id, None).boxed()
     }
 }
 

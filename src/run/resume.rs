@@ -16,7 +16,7 @@ use crate::bridge::request::Answer;
 use crate::error::RunError;
 use crate::ids::TaskId;
 use crate::redact::Shown;
-use crate::registry::Resolved;
+use crate::registry::Upstream;
 
 /// The upstream no longer takes input on this task: unknown, or finished (A2A 1.0 §3.3.2,
 /// transcripts §2.33-2.34).
@@ -33,12 +33,12 @@ impl Run {
     /// starts a new task.
     pub(super) async fn answer(
         &mut self,
-        upstream: &Resolved,
+        upstream: &Upstream,
         answer: Answer,
     ) -> Result<(), Disconnected> {
         let task = match upstream
             .client
-            .get_task(&TaskId::new(&answer.task_id), None)
+            .get_task(&upstream.ctx, &TaskId::new(&answer.task_id), None)
             .await
         {
             Ok(task) => Some(task),
@@ -94,7 +94,7 @@ impl Run {
     /// the upstream refused is given back, so a proper answer can follow.
     async fn send_answer(
         &mut self,
-        upstream: &Resolved,
+        upstream: &Upstream,
         task: &Task,
         interrupt_id: &InterruptId,
         message: OutgoingMessage,
@@ -120,10 +120,14 @@ impl Run {
     /// A `cancelled` resume: cancel the waiting task and finish as cancelled.
     pub(super) async fn cancel(
         &mut self,
-        upstream: &Resolved,
+        upstream: &Upstream,
         task_id: &str,
     ) -> Result<(), Disconnected> {
-        match upstream.client.cancel_task(&TaskId::new(task_id)).await {
+        match upstream
+            .client
+            .cancel_task(&upstream.ctx, &TaskId::new(task_id))
+            .await
+        {
             Ok(task) => {
                 self.apply(&StreamEvent::Task(task)).await?;
                 let events = self.projector.cancelled();
@@ -136,12 +140,16 @@ impl Run {
     /// `subscribeOnly`: snapshot the task, then follow it until it ends.
     pub(super) async fn subscribe_only(
         &mut self,
-        upstream: &Resolved,
+        upstream: &Upstream,
         task_id: &str,
     ) -> Result<(), Disconnected> {
         let history = self.plan.options.history_length;
         let task_id = TaskId::new(task_id);
-        let task = match upstream.client.get_task(&task_id, history).await {
+        let task = match upstream
+            .client
+            .get_task(&upstream.ctx, &task_id, history)
+            .await
+        {
             Ok(t) => t,
             Err(e) => return self.fail_with(&e).await,
         };
@@ -149,7 +157,7 @@ impl Run {
     }
 
     /// Reattaches to `task` from its snapshot, then follows it until it ends.
-    async fn follow(&mut self, upstream: &Resolved, task: &Task) -> Result<(), Disconnected> {
+    async fn follow(&mut self, upstream: &Upstream, task: &Task) -> Result<(), Disconnected> {
         let task_id = TaskId::new(&task.id);
         let events = self.projector.reattach(task, &self.client_messages);
         self.emit(events).await?;
@@ -160,7 +168,7 @@ impl Run {
             let msg = "the agent does not stream; cannot follow its task".to_owned();
             return self.fail(RunError::UpstreamInvalid(msg)).await;
         }
-        match upstream.client.subscribe(&task_id).await {
+        match upstream.client.subscribe(&upstream.ctx, &task_id).await {
             Ok(stream) => self.pump(upstream, stream).await,
             Err(e) => self.fail_with(&e).await,
         }

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use agui_a2a_gateway::a2a::client::CallContext;
 use agui_a2a_gateway::a2a::TaskId;
 
 use crate::support::*;
@@ -63,7 +64,7 @@ async fn task_state(mode: &'static str, task_id: &str) -> String {
     if mode == "grpc" {
         let a2a = grpc_client(upstream(mode));
         return a2a
-            .get_task(&TaskId::new(task_id), None)
+            .get_task(&CallContext::none(), &TaskId::new(task_id), None)
             .await
             .unwrap()
             .status
@@ -335,7 +336,7 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
             let mut msg = msg.clone();
             msg.message_id = format!("{}-{}", msg.message_id, streamed.len());
             let events: Vec<StreamEvent> = reader
-                .stream_message(&msg, None)
+                .stream_message(&CallContext::none(), &msg, None)
                 .await
                 .unwrap()
                 .map(Result::unwrap)
@@ -348,34 +349,54 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
             streamed.push(events.len());
         }
         assert_eq!(streamed[0], streamed[1], "{binding:?}");
-        let Ok(StreamEvent::Task(task)) = a2a.send_message(&msg, None, None).await else {
+        let Ok(StreamEvent::Task(task)) = a2a
+            .send_message(&CallContext::none(), &msg, None, None)
+            .await
+        else {
             panic!("{binding:?}: a task");
         };
         assert!(task.status.state.is_terminal(), "{binding:?}");
         let task_id = TaskId::new(&task.id);
-        let read = a2a.get_task(&task_id, Some(1)).await.unwrap();
+        let read = a2a
+            .get_task(&CallContext::none(), &task_id, Some(1))
+            .await
+            .unwrap();
         assert_eq!(
             (read.id.as_str(), read.history.len()),
             (task.id.as_str(), 1)
         );
         let context = task.context_id.as_deref();
         let page = a2a
-            .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(context, 10).with_artifacts())
+            .list_tasks(
+                &CallContext::none(),
+                agui_a2a_gateway::a2a::call::ListTasks::first(context, 10).with_artifacts(),
+            )
             .await
             .unwrap();
         assert_eq!(page.tasks.len(), 1, "{binding:?}");
-        let mut events = a2a.subscribe(&task_id).await.map(|_| ()).err();
+        let mut events = a2a
+            .subscribe(&CallContext::none(), &task_id)
+            .await
+            .map(|_| ())
+            .err();
         assert_eq!(
             events.take().map(code),
             Some(-32004),
             "{binding:?}: a finished task"
         );
-        let cancel = a2a.cancel_task(&task_id).await.unwrap_err();
+        let cancel = a2a
+            .cancel_task(&CallContext::none(), &task_id)
+            .await
+            .unwrap_err();
         assert_eq!(code(cancel), -32002, "{binding:?}");
-        let missing = a2a.get_task(&TaskId::new("no-such-task"), None).await;
+        let missing = a2a
+            .get_task(&CallContext::none(), &TaskId::new("no-such-task"), None)
+            .await;
         let missing = missing.unwrap_err();
         assert!(missing.is_task_not_found(), "{binding:?}: {missing}");
-        let unaddressable = a2a.get_task(&TaskId::new(".."), None).await;
+        let unaddressable = a2a
+            .get_task(&CallContext::none(), &TaskId::new(".."), None)
+            .await;
         assert!(
             unaddressable.is_err_and(|e| e.is_task_not_found()),
             "{binding:?}"
@@ -383,7 +404,9 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
     }
     // Without its tenant the interface answers nothing A2A: a 404 from the router.
     let untenanted = client(endpoint(Binding::HttpJson, None));
-    let err = untenanted.get_task(&TaskId::new("t"), None).await;
+    let err = untenanted
+        .get_task(&CallContext::none(), &TaskId::new("t"), None)
+        .await;
     let err = err.unwrap_err();
     assert!(
         matches!(&err, ClientError::Unavailable(m) if m.contains("HTTP 404")),

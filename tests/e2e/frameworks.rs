@@ -26,6 +26,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use agui_a2a_gateway::a2a::card::Binding;
+use agui_a2a_gateway::a2a::client::CallContext;
 use agui_a2a_gateway::a2a::TaskId;
 
 use crate::support::*;
@@ -1280,7 +1281,13 @@ async fn a2a_js_client(mode: &str) {
     let mut counts = Vec::new();
     for reader in [a2a.clone(), a2a.clone().with_direct_streams(REQUEST_WITHIN)] {
         let hello = message("hello", None, None);
-        let events = collect(reader.stream_message(&hello, None).await.unwrap()).await;
+        let events = collect(
+            reader
+                .stream_message(&CallContext::none(), &hello, None)
+                .await
+                .unwrap(),
+        )
+        .await;
         assert_eq!(
             last_state(&events),
             TaskState::Completed,
@@ -1292,7 +1299,12 @@ async fn a2a_js_client(mode: &str) {
 
     // approve, blocking: the task waits for the answer.
     let asked = a2a
-        .send_message(&message("approve", None, None), None, None)
+        .send_message(
+            &CallContext::none(),
+            &message("approve", None, None),
+            None,
+            None,
+        )
         .await;
     let Ok(StreamEvent::Task(task)) = asked else {
         panic!("{what}: a task, not {asked:?}");
@@ -1303,7 +1315,7 @@ async fn a2a_js_client(mode: &str) {
     // Subscribing to the waiting task opens with its snapshot (the SDK then holds the
     // stream open: the task's event bus lives on in input-required).
     let task_id = TaskId::new(&task.id);
-    let mut live = a2a.subscribe(&task_id).await.unwrap();
+    let mut live = a2a.subscribe(&CallContext::none(), &task_id).await.unwrap();
     let first = tokio::time::timeout(REQUEST_WITHIN, live.next()).await;
     assert!(
         matches!(&first, Ok(Some(Ok(StreamEvent::Task(t)))) if t.id == task.id
@@ -1312,10 +1324,16 @@ async fn a2a_js_client(mode: &str) {
     );
     drop(live);
 
-    let read = a2a.get_task(&task_id, Some(1)).await.unwrap();
+    let read = a2a
+        .get_task(&CallContext::none(), &task_id, Some(1))
+        .await
+        .unwrap();
     assert_eq!((&read.id, read.history.len()), (&task.id, 1), "{what}");
     let page = a2a
-        .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(context, 10).with_artifacts())
+        .list_tasks(
+            &CallContext::none(),
+            agui_a2a_gateway::a2a::call::ListTasks::first(context, 10).with_artifacts(),
+        )
         .await
         .unwrap();
     let listed: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
@@ -1323,7 +1341,12 @@ async fn a2a_js_client(mode: &str) {
 
     // The answer on the same task, streamed: it completes.
     let answer = message(ANSWER, Some(&task.id), context);
-    let events = collect(a2a.stream_message(&answer, None).await.unwrap()).await;
+    let events = collect(
+        a2a.stream_message(&CallContext::none(), &answer, None)
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(
         last_state(&events),
         TaskState::Completed,
@@ -1333,7 +1356,7 @@ async fn a2a_js_client(mode: &str) {
     // The SDK refuses what a finished task cannot do, before any stream opens.
     let again = message(ANSWER, Some(&task.id), context);
     let again = a2a
-        .stream_message(&again, None)
+        .stream_message(&CallContext::none(), &again, None)
         .await
         .map(|_| ())
         .unwrap_err();
@@ -1342,20 +1365,30 @@ async fn a2a_js_client(mode: &str) {
         rpc_code::UNSUPPORTED_OPERATION,
         "{what}: a second answer"
     );
-    let resubscribed = a2a.subscribe(&task_id).await.map(|_| ()).unwrap_err();
+    let resubscribed = a2a
+        .subscribe(&CallContext::none(), &task_id)
+        .await
+        .map(|_| ())
+        .unwrap_err();
     assert_eq!(
         code(resubscribed),
         rpc_code::UNSUPPORTED_OPERATION,
         "{what}: subscribe"
     );
-    let cancel = a2a.cancel_task(&task_id).await.unwrap_err();
+    let cancel = a2a
+        .cancel_task(&CallContext::none(), &task_id)
+        .await
+        .unwrap_err();
     assert_eq!(
         code(cancel),
         rpc_code::TASK_NOT_CANCELABLE,
         "{what}: cancel"
     );
     for id in ["no-such-task", ".."] {
-        let missing = a2a.get_task(&TaskId::new(id), None).await.unwrap_err();
+        let missing = a2a
+            .get_task(&CallContext::none(), &TaskId::new(id), None)
+            .await
+            .unwrap_err();
         assert!(missing.is_task_not_found(), "{what}: {id}: {missing}");
     }
 }

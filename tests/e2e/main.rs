@@ -863,7 +863,7 @@ async fn shutdown_ends_open_runs_with_a_terminal_event() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
-    use agui_a2a_gateway::a2a::client::{Client, ClientError, Endpoint};
+    use agui_a2a_gateway::a2a::client::{CallContext, Client, ClientError, Endpoint};
     use agui_a2a_gateway::a2a::model::ProtocolVersion;
     use agui_a2a_gateway::a2a::TaskId;
     let gw = Gateway::with_agents(&[("ref", upstream("both"))]).await;
@@ -891,10 +891,10 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         )
     };
     let page = client(ProtocolVersion::V1)
-        .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(
-            Some(&context),
-            10,
-        ))
+        .list_tasks(
+            &CallContext::none(),
+            agui_a2a_gateway::a2a::call::ListTasks::first(Some(&context), 10),
+        )
         .await
         .unwrap();
     assert_eq!(page.tasks.len(), 2);
@@ -904,18 +904,23 @@ async fn the_a2a_client_lists_a_contexts_tasks_on_1_0_and_says_no_on_0_3() {
         "newest first"
     );
     let v03 = client(ProtocolVersion::V0_3)
-        .list_tasks(agui_a2a_gateway::a2a::call::ListTasks::first(
-            Some(&context),
-            10,
-        ))
+        .list_tasks(
+            &CallContext::none(),
+            agui_a2a_gateway::a2a::call::ListTasks::first(Some(&context), 10),
+        )
         .await;
     assert!(matches!(v03, Err(ClientError::Unsupported(..))));
     // GetTask and CancelTask in both versions, on a finished task.
     for version in [ProtocolVersion::V1, ProtocolVersion::V0_3] {
         let task_id = TaskId::new(&page.tasks[0].id);
-        let task = client(version).get_task(&task_id, Some(1)).await.unwrap();
+        let task = client(version)
+            .get_task(&CallContext::none(), &task_id, Some(1))
+            .await
+            .unwrap();
         assert!(task.status.state.is_terminal());
-        let cancel = client(version).cancel_task(&task_id).await;
+        let cancel = client(version)
+            .cancel_task(&CallContext::none(), &task_id)
+            .await;
         assert!(
             matches!(cancel, Err(ClientError::Rpc(ref e)) if e.code == -32002),
             "{version:?}: {cancel:?}"

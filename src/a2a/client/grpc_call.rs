@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue};
 
-use super::{head_within, Client, ClientError, EventStream, A2A_VERSION};
+use super::{head_within, Client, ClientError, EventStream, Sending, A2A_VERSION};
 use crate::a2a::call::Answer;
 use crate::a2a::grpc;
 
@@ -37,13 +37,17 @@ impl Client {
     /// A unary gRPC call within `timeout`, traced.
     pub(super) async fn grpc_unary(
         &self,
-        method: &'static str,
+        sending: Sending<'_>,
         request: Box<grpc::Request>,
-        headers: HeaderMap,
         timeout: Duration,
     ) -> Result<Answer, ClientError> {
+        let Sending {
+            ctx,
+            method,
+            headers,
+        } = sending;
         // Boxed, as in `grpc_stream`.
-        Box::pin(self.call_traced(method, |trace| async move {
+        Box::pin(self.call_traced(ctx, method, |trace| async move {
             let exchange = self.grpc_exchange(headers, trace, Some(timeout));
             head_within(Some(timeout), exchange.unary(*request)).await?
         }))
@@ -53,15 +57,19 @@ impl Client {
     /// A gRPC server stream; its first answer within `head_timeout` when bounded.
     pub(super) async fn grpc_stream(
         &self,
-        method: &'static str,
+        sending: Sending<'_>,
         request: Box<grpc::Request>,
-        headers: HeaderMap,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
+        let Sending {
+            ctx,
+            method,
+            headers,
+        } = sending;
         // Boxed: an operation's future holds every binding's branch, so a JSON binding's
         // call (a run's stream opening among them) would otherwise carry a gRPC call's
         // state, several KiB (memory per open stream, docs/performance.md).
-        Box::pin(self.call_traced(method, |trace| async move {
+        Box::pin(self.call_traced(ctx, method, |trace| async move {
             let exchange = self.grpc_exchange(headers, trace, None);
             head_within(head_timeout, exchange.stream(*request)).await?
         }))

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
 
-use super::{head_within, Client, ClientError, EventStream, A2A_VERSION, MAX_ERROR_BODY};
+use super::{head_within, Client, ClientError, EventStream, Sending, A2A_VERSION, MAX_ERROR_BODY};
 use crate::a2a::call::{Answer, HttpRequest, JsonCodec};
 use crate::a2a::errors::Refusal;
 use crate::a2a::model::ProtocolVersion;
@@ -38,16 +38,22 @@ impl Client {
     /// A unary call of a JSON binding: its answer, the body read within `timeout`.
     pub(super) async fn http_unary(
         &self,
+        sending: Sending<'_>,
         op: Operation,
-        method: &'static str,
         call: JsonCall,
-        headers: HeaderMap,
         timeout: Duration,
     ) -> Result<Answer, ClientError> {
+        let Sending {
+            ctx,
+            method,
+            headers,
+        } = sending;
         let codec = call.codec;
         let bound = Bound::Unary(timeout);
         let resp = self
-            .call_traced(method, |trace| self.send_http(call, bound, headers, trace))
+            .call_traced(ctx, method, |trace| {
+                self.send_http(call, bound, headers, trace)
+            })
             .await?;
         let body = read_limited(resp, self.max_event_bytes, Some(timeout)).await?;
         let version = self.endpoint.version;
@@ -58,22 +64,28 @@ impl Client {
     /// streams itself, else reqwest's.
     pub(super) async fn http_stream(
         &self,
-        method: &'static str,
+        sending: Sending<'_>,
         call: JsonCall,
-        headers: HeaderMap,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
         if let Some(connect_timeout) = self.direct_streams {
             if matches!(self.endpoint.url.scheme(), "http" | "https") {
                 return self
-                    .direct_stream(method, call, headers, head_timeout, connect_timeout)
+                    .direct_stream(sending, call, head_timeout, connect_timeout)
                     .await;
             }
         }
+        let Sending {
+            ctx,
+            method,
+            headers,
+        } = sending;
         let codec = call.codec;
         let bound = Bound::Stream(head_timeout);
         let resp = self
-            .call_traced(method, |trace| self.send_http(call, bound, headers, trace))
+            .call_traced(ctx, method, |trace| {
+                self.send_http(call, bound, headers, trace)
+            })
             .await?;
         let content_type = resp.headers().get(CONTENT_TYPE);
         if !is_event_stream(content_type.and_then(|v| v.to_str().ok())) {
@@ -210,15 +222,19 @@ impl Client {
     /// caller's task.
     async fn direct_stream(
         &self,
-        method: &'static str,
+        sending: Sending<'_>,
         call: JsonCall,
-        headers: HeaderMap,
         head_timeout: Option<Duration>,
         connect_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
+        let Sending {
+            ctx,
+            method,
+            headers,
+        } = sending;
         let codec = call.codec;
         let send = |trace| self.send_direct(call, headers, head_timeout, connect_timeout, trace);
-        let mut resp = self.call_traced(method, send).await?;
+        let mut resp = self.call_traced(ctx, method, send).await?;
         if !is_event_stream(resp.content_type.as_deref()) {
             let limit = self.max_event_bytes;
             let body = match resp.body.read_to_end(limit).await.map_err(stream_broke)? {

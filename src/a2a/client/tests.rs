@@ -29,7 +29,7 @@ async fn supports_says_which_operations_a_version_has() {
         assert_eq!(v0_3.supports(op), op != Operation::ListTasks, "{op:?}");
     }
     let refused = client(ProtocolVersion::V0_3)
-        .list_tasks(ListTasks::default())
+        .list_tasks(&CallContext::none(), ListTasks::default())
         .await;
     assert!(
         matches!(refused, Err(ClientError::Unsupported(..))),
@@ -107,12 +107,12 @@ fn a_call_carries_only_owned_and_configured_headers() {
             1024,
             Duration::from_secs(1),
         )
-        .with_header(
+        .with_extensions(&["urn:x".to_owned()]);
+        let identity = (
             HeaderName::from_static("x-caller"),
             HeaderValue::from_static("alice"),
-        )
-        .with_extensions(&["urn:x".to_owned()])
-        .traced(run.clone());
+        );
+        let ctx = CallContext::new(None, Some(identity), None);
         let (trace_headers, span) = run.call("m", binding.as_str());
         span.end(true);
         let id = TaskId::new("t");
@@ -124,7 +124,7 @@ fn a_call_carries_only_owned_and_configured_headers() {
             let Ok(Wire::Json(json)) = client.encode(&call) else {
                 panic!("{binding:?}")
             };
-            let headers = client.headers(&call, HeaderMap::new());
+            let headers = client.headers(&ctx, &call, HeaderMap::new());
             let (req, _) = client.build(json, bound, headers, trace_headers.clone());
             let req = req.build().unwrap();
             let names: Vec<&str> = req.headers().keys().map(HeaderName::as_str).collect();
@@ -152,7 +152,7 @@ fn a_call_carries_only_owned_and_configured_headers() {
                 },
                 ..client.clone()
             };
-            let headers = grpc.headers(&call, HeaderMap::new());
+            let headers = grpc.headers(&ctx, &call, HeaderMap::new());
             let exchange =
                 grpc.grpc_exchange(headers, trace_headers.clone(), Some(Duration::from_secs(1)));
             let names: Vec<&str> = exchange.headers.keys().map(HeaderName::as_str).collect();
@@ -180,15 +180,21 @@ fn a_json_bindings_calls_hold_no_grpc_state() {
     let c = client(ProtocolVersion::V1);
     let msg = OutgoingMessage::default();
     let sizes = [
-        ("stream_message", size_of_val(&c.stream_message(&msg, None))),
-        ("subscribe", size_of_val(&c.subscribe(&TaskId::new("t")))),
+        (
+            "stream_message",
+            size_of_val(&c.stream_message(&CallContext::none(), &msg, None)),
+        ),
+        (
+            "subscribe",
+            size_of_val(&c.subscribe(&CallContext::none(), &TaskId::new("t"))),
+        ),
         (
             "send_message",
-            size_of_val(&c.send_message(&msg, None, None)),
+            size_of_val(&c.send_message(&CallContext::none(), &msg, None, None)),
         ),
         (
             "list_tasks_paged",
-            size_of_val(&c.list_tasks_paged(ListTasks::default(), 1)),
+            size_of_val(&c.list_tasks_paged(&CallContext::none(), ListTasks::default(), 1)),
         ),
     ];
     for (call, size) in sizes {
