@@ -20,7 +20,7 @@ use crate::a2a::model::{OutgoingMessage, Part, PartContent};
 use crate::agui::input::{Message, ResumeEntry, ResumeStatus};
 use crate::agui::{Role, RunAgentInput};
 use crate::error::RequestError;
-use crate::ids::ContextId;
+use crate::ids::{ContextId, TaskId};
 
 /// How to talk to the upstream for this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub(crate) enum Mode {
 pub(crate) struct RunOptions {
     pub mode: Option<Mode>,
     pub context_id: Option<ContextId>,
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
     pub subscribe_only: bool,
     pub history_length: Option<u32>,
     /// The run's forwarding cues (docs/design.md#5-run-options,
@@ -55,7 +55,7 @@ struct Props {
     #[serde(deserialize_with = "props::context_id")]
     context_id: Option<ContextId>,
     #[serde(deserialize_with = "props::task_id")]
-    task_id: Option<String>,
+    task_id: Option<TaskId>,
     #[serde(deserialize_with = "props::subscribe_only")]
     subscribe_only: bool,
     #[serde(deserialize_with = "props::history_length")]
@@ -96,7 +96,7 @@ impl From<Props> for RunOptions {
 mod props {
     use serde::de::{Deserialize, Deserializer, Error};
 
-    use super::{ContextId, Mode, StateForm};
+    use super::{ContextId, Mode, StateForm, TaskId};
 
     fn wrong<E: Error>(key: &str, must: &str) -> E {
         E::custom(format!("forwardedProps.a2a.{key} must be {must}"))
@@ -131,8 +131,8 @@ mod props {
         Ok(string(d, "contextId")?.map(ContextId::new))
     }
 
-    pub(super) fn task_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-        string(d, "taskId")
+    pub(super) fn task_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TaskId>, D::Error> {
+        Ok(string(d, "taskId")?.map(TaskId::new))
     }
 
     pub(super) fn subscribe_only<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
@@ -201,9 +201,9 @@ pub(crate) enum Action {
     /// question is read.
     Answer(Answer),
     /// Cancel the waiting task (a `cancelled` resume).
-    Cancel { task_id: String },
+    Cancel { task_id: TaskId },
     /// Reattach to a live task without sending anything.
-    Subscribe { task_id: String },
+    Subscribe { task_id: TaskId },
     /// Refuse the run with `RUN_ERROR` (a resume that cannot be carried out,
     /// docs/design.md#7-human-in-the-loop).
     Refuse(BadResume),
@@ -224,7 +224,7 @@ pub(crate) struct Plan {
 /// An answer to a waiting task, before it is written in the task's dialect.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Answer {
-    pub task_id: String,
+    pub task_id: TaskId,
     /// The A2A messageId of the answer: the user message's id, or `<interruptId>:response`
     /// for a payload (the same for a replayed resume).
     pub message_id: String,
@@ -247,7 +247,7 @@ impl Answer {
             message_id: self.message_id.clone(),
             parts: written.parts,
             context_id: self.context_id.clone(),
-            task_id: Some(self.task_id.clone()),
+            task_id: Some(self.task_id.to_string()),
             metadata: written.metadata,
             extensions: written.extensions,
         }
@@ -305,8 +305,8 @@ impl Plan {
     pub(crate) fn task_id(&self) -> Option<&str> {
         match &self.action {
             Action::Send(m) => m.task_id.as_deref(),
-            Action::Answer(a) => Some(&a.task_id),
-            Action::Cancel { task_id } | Action::Subscribe { task_id } => Some(task_id),
+            Action::Answer(a) => Some(a.task_id.as_str()),
+            Action::Cancel { task_id } | Action::Subscribe { task_id } => Some(task_id.as_str()),
             Action::Refuse(_) => None,
         }
     }
@@ -323,7 +323,7 @@ impl RunOptions {
 
     /// The options of a reattach to `task_id` in `context_id` (`subscribeOnly`), as
     /// CopilotKit's `connect` runs it.
-    pub(crate) fn subscribe(task_id: String, context_id: ContextId) -> Self {
+    pub(crate) fn subscribe(task_id: TaskId, context_id: ContextId) -> Self {
         Self {
             subscribe_only: true,
             task_id: Some(task_id),
@@ -448,7 +448,7 @@ pub(crate) fn plan(input: &RunAgentInput, options: RunOptions) -> Result<Plan, R
         let task_id = options
             .task_id
             .clone()
-            .or_else(|| client_view(input).task_id().map(str::to_owned))
+            .or_else(|| client_view(input).task_id().map(TaskId::new))
             .ok_or(RequestError::NoTask)?;
         return Ok(Plan {
             options,
@@ -474,7 +474,7 @@ pub(crate) fn plan(input: &RunAgentInput, options: RunOptions) -> Result<Plan, R
             .filter(|_| options.task_id.is_none());
         let action = match waiting {
             Some(task_id) => Action::Answer(Answer {
-                task_id: task_id.to_owned(),
+                task_id: TaskId::new(task_id),
                 message_id: user.id.clone(),
                 reply: Reply::Message(parts),
                 interrupts: pending_ids(input).unwrap_or_default(),
@@ -485,7 +485,7 @@ pub(crate) fn plan(input: &RunAgentInput, options: RunOptions) -> Result<Plan, R
                 message_id: user.id.clone(),
                 parts,
                 context_id: None,
-                task_id: options.task_id.clone(),
+                task_id: options.task_id.clone().map(String::from),
                 ..OutgoingMessage::default()
             }),
         };
@@ -541,7 +541,7 @@ fn tool_results_plan(
 ) -> Plan {
     let message_id = results[0].0.id.clone();
     let reply = Reply::ToolResults(results.into_iter().map(|(_, id, c)| (id, c)).collect());
-    let waiting = client_view(input).waiting_task_id().map(str::to_owned);
+    let waiting = client_view(input).waiting_task_id().map(TaskId::new);
     let from_state = options.task_id.is_none();
     let action = match options.task_id.clone().or(waiting) {
         Some(task_id) => Action::Answer(Answer {
@@ -597,8 +597,8 @@ fn resume_action(input: &RunAgentInput) -> Result<(Action, Vec<InterruptId>), Ba
     let task_id = ids
         .first()
         .ok_or_else(|| BadResume("resume is empty".into()))?
-        .task_id()
-        .to_owned();
+        .task_id();
+    let task_id = TaskId::new(task_id);
     // Compared by the question they name, however the client spelled them.
     let open = client_view(input).pending_interrupts().unwrap_or_default();
     if !open.is_empty() {
@@ -708,7 +708,7 @@ mod tests {
             panic!()
         };
         assert!(a.from_state);
-        assert_eq!(a.task_id, "T");
+        assert_eq!(a.task_id.as_str(), "T");
         assert_eq!(a.context_id.as_deref(), Some("c"));
     }
 
@@ -744,7 +744,7 @@ mod tests {
             RunOptions {
                 mode: Some(Mode::Send),
                 context_id: Some(ContextId::new("c")),
-                task_id: Some("t".into()),
+                task_id: Some(TaskId::new("t")),
                 subscribe_only: true,
                 history_length: Some(3),
                 cues: CueOverrides {
@@ -871,14 +871,14 @@ mod tests {
             let Action::Answer(a) = p.action else {
                 panic!("{raw}")
             };
-            assert_eq!(a.task_id, task);
+            assert_eq!(a.task_id.as_str(), task);
             assert_eq!(a.message_id, format!("{raw}:response"));
             let cancel = input(json!({"threadId": "t", "runId": "r", "messages": [],
                 "resume": [{"interruptId": raw, "status": "cancelled"}]}));
             assert_eq!(
                 plan(&cancel).unwrap().action,
                 Action::Cancel {
-                    task_id: task.into()
+                    task_id: TaskId::new(task)
                 }
             );
         }
@@ -912,7 +912,7 @@ mod tests {
         let Action::Answer(a) = p.action else {
             panic!()
         };
-        assert_eq!(a.task_id, "T");
+        assert_eq!(a.task_id.as_str(), "T");
         assert_eq!(a.message_id, "tool-1");
         let question: crate::a2a::model::Message = serde_json::from_value(json!({
             "messageId": "q", "role": "agent", "parts": [{"kind": "data", "data": {

@@ -143,7 +143,7 @@ async fn connect(
     let held = history::merge(&input.messages, history::messages(&oldest_first));
     input.messages = held.into_iter().map(Into::into).collect();
     input.resume.clear();
-    let options = RunOptions::subscribe(last.id.clone(), context_id);
+    let options = RunOptions::subscribe(TaskId::new(&last.id), context_id);
     super::start_run(&s, agent, &caller, body, options, "connect").await
 }
 

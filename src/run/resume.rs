@@ -38,7 +38,7 @@ impl Run {
     ) -> Result<(), Disconnected> {
         let task = match upstream
             .client
-            .get_task(&upstream.ctx, &TaskId::new(&answer.task_id), None)
+            .get_task(&upstream.ctx, &answer.task_id, None)
             .await
         {
             Ok(task) => Some(task),
@@ -121,13 +121,9 @@ impl Run {
     pub(super) async fn cancel(
         &mut self,
         upstream: &Upstream,
-        task_id: &str,
+        task_id: &TaskId,
     ) -> Result<(), Disconnected> {
-        match upstream
-            .client
-            .cancel_task(&upstream.ctx, &TaskId::new(task_id))
-            .await
-        {
+        match upstream.client.cancel_task(&upstream.ctx, task_id).await {
             Ok(task) => {
                 self.apply(&StreamEvent::Task(task)).await?;
                 let events = self.projector.cancelled();
@@ -141,13 +137,12 @@ impl Run {
     pub(super) async fn subscribe_only(
         &mut self,
         upstream: &Upstream,
-        task_id: &str,
+        task_id: &TaskId,
     ) -> Result<(), Disconnected> {
         let history = self.plan.options.history_length;
-        let task_id = TaskId::new(task_id);
         let task = match upstream
             .client
-            .get_task(&upstream.ctx, &task_id, history)
+            .get_task(&upstream.ctx, task_id, history)
             .await
         {
             Ok(t) => t,
