@@ -77,11 +77,13 @@ pub enum Operation {
     ListTasks,
     /// The card served to authenticated callers.
     ExtendedCard,
+    /// Registers where the agent posts a task's updates (push notifications).
+    SetPushConfig,
 }
 
 impl Operation {
     /// Every operation, for tables.
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::Stream,
         Operation::Send,
         Operation::GetTask,
@@ -89,6 +91,7 @@ impl Operation {
         Operation::Subscribe,
         Operation::ListTasks,
         Operation::ExtendedCard,
+        Operation::SetPushConfig,
     ];
 
     /// The operation's name: its A2A 1.0 method (1.0 has every operation).
@@ -118,6 +121,7 @@ impl ProtocolVersion {
             (Self::V1, Operation::Subscribe) => "SubscribeToTask",
             (Self::V1, Operation::ListTasks) => "ListTasks",
             (Self::V1, Operation::ExtendedCard) => "GetExtendedAgentCard",
+            (Self::V1, Operation::SetPushConfig) => "CreateTaskPushNotificationConfig",
             (Self::V0_3, Operation::Stream) => "message/stream",
             (Self::V0_3, Operation::Send) => "message/send",
             (Self::V0_3, Operation::GetTask) => "tasks/get",
@@ -125,6 +129,7 @@ impl ProtocolVersion {
             (Self::V0_3, Operation::Subscribe) => "tasks/resubscribe",
             (Self::V0_3, Operation::ListTasks) => return None,
             (Self::V0_3, Operation::ExtendedCard) => "agent/getAuthenticatedExtendedCard",
+            (Self::V0_3, Operation::SetPushConfig) => "tasks/pushNotificationConfig/set",
         })
     }
 
@@ -160,6 +165,15 @@ impl ProtocolVersion {
         match self {
             Self::V1 => wire_v1::send_params(msg, history_length),
             Self::V0_3 => wire_v0_3::send_params(msg, history_length),
+        }
+    }
+
+    /// Params of a push config's registration (1.0's flat `TaskPushNotificationConfig`, 0.3's
+    /// config nested under the task id).
+    pub fn push_config_params(self, push: &call::PushConfig<'_>) -> Value {
+        match self {
+            Self::V1 => wire_v1::push_config_params(push),
+            Self::V0_3 => wire_v0_3::push_config_params(push),
         }
     }
 }

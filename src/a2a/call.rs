@@ -38,6 +38,8 @@ pub(crate) enum Call<'a> {
     ListTasks(ListTasks<'a>),
     /// `GetExtendedAgentCard`: the card served to authenticated callers.
     ExtendedCard,
+    /// `CreateTaskPushNotificationConfig`: where the agent posts the task's updates.
+    SetPushConfig(PushConfig<'a>),
 }
 
 /// The arguments of a send or stream call.
@@ -80,6 +82,34 @@ impl<'a> ListTasks<'a> {
     }
 }
 
+/// The authentication scheme of a push config: its `credentials` are the config's token,
+/// sent back by the agent as `Authorization: Bearer <token>`.
+pub const PUSH_AUTH_SCHEME: &str = "Bearer";
+
+/// The arguments of a push config's registration (A2A 1.0 `TaskPushNotificationConfig`):
+/// the agent posts the updates of task `task_id` to `url` with `token`, which is set both as
+/// the config's `token` and as its `authentication`'s credentials ([`PUSH_AUTH_SCHEME`]),
+/// since SDKs send one (`X-A2A-Notification-Token`) or the other (`Authorization`). The
+/// token is a secret: never shown (`Debug` leaves it out).
+#[derive(Clone, Copy)]
+pub struct PushConfig<'a> {
+    pub task_id: &'a TaskId,
+    /// The config's id on the task (one task may have several).
+    pub id: &'a str,
+    pub url: &'a str,
+    pub token: &'a str,
+}
+
+impl std::fmt::Debug for PushConfig<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushConfig")
+            .field("task_id", self.task_id)
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Call<'_> {
     /// The operation this call is.
     pub(crate) fn operation(&self) -> Operation {
@@ -91,6 +121,7 @@ impl Call<'_> {
             Self::Subscribe { .. } => Operation::Subscribe,
             Self::ListTasks(_) => Operation::ListTasks,
             Self::ExtendedCard => Operation::ExtendedCard,
+            Self::SetPushConfig(_) => Operation::SetPushConfig,
         }
     }
 
@@ -151,6 +182,9 @@ pub enum Answer {
     Page(TaskPage),
     /// `GetExtendedAgentCard`.
     Card(Box<AgentCard>),
+    /// `CreateTaskPushNotificationConfig`: the agent stored the config (what it answered,
+    /// the config as stored, is not kept).
+    PushConfigSet,
 }
 
 impl Answer {
@@ -176,6 +210,11 @@ impl Answer {
             Operation::ExtendedCard => serde_json::from_str(result)
                 .map(|card| Self::Card(Box::new(card)))
                 .map_err(|_| not_a("AgentCard", result)),
+            Operation::SetPushConfig => {
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(result)
+                    .map(|_| Self::PushConfigSet)
+                    .map_err(|_| not_a("push notification config", result))
+            }
         }
     }
 
@@ -203,6 +242,13 @@ impl Answer {
     pub fn into_card(self) -> Result<AgentCard, ClientError> {
         match self {
             Self::Card(c) => Ok(*c),
+            other => Err(other.mismatch()),
+        }
+    }
+
+    pub fn into_push_config_set(self) -> Result<(), ClientError> {
+        match self {
+            Self::PushConfigSet => Ok(()),
             other => Err(other.mismatch()),
         }
     }

@@ -36,7 +36,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 
-use super::call::{Answer, Call, HttpRequest, JsonCodec, ListTasks, SendArgs};
+use super::call::{Answer, Call, HttpRequest, JsonCodec, ListTasks, PushConfig, SendArgs};
 use super::call_headers::CallHeaders;
 use super::card::Binding;
 use super::model::{OutgoingMessage, ProtocolVersion, StreamEvent, Task, TaskPage};
@@ -378,6 +378,18 @@ impl Client {
     ) -> Result<super::card::AgentCard, ClientError> {
         let call = Call::ExtendedCard;
         self.unary(ctx, call, None).await?.into_card()
+    }
+
+    /// `CreateTaskPushNotificationConfig` / `tasks/pushNotificationConfig/set`: the agent
+    /// posts the updates of `push.task_id` to `push.url` with `push.token`. An agent
+    /// without push notifications answers -32003 (`PushNotificationNotSupported`).
+    pub async fn set_push_config(
+        &self,
+        ctx: &CallContext,
+        push: PushConfig<'_>,
+    ) -> Result<(), ClientError> {
+        let call = Call::SetPushConfig(push);
+        self.unary(ctx, call, None).await?.into_push_config_set()
     }
 
     /// `ListTasks` over up to `pages` pages from `list`'s first (newest first), all of them

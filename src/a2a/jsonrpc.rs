@@ -130,6 +130,7 @@ pub(super) fn params(call: &Call<'_>, version: ProtocolVersion) -> Value {
         Call::CancelTask { id } | Call::Subscribe { id } => json!({ "id": id.as_str() }),
         Call::ListTasks(list) => list_params(&list),
         Call::ExtendedCard => json!({}),
+        Call::SetPushConfig(push) => version.push_config_params(&push),
     }
 }
 
@@ -183,7 +184,7 @@ fn not_jsonrpc(text: &str) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::call::SendArgs;
+    use crate::a2a::call::{PushConfig, SendArgs};
     use crate::a2a::model::{OutgoingMessage, Part, Task, TaskState};
     use crate::ids::TaskId;
     use serde_json::json;
@@ -211,7 +212,13 @@ mod tests {
             history_length: 0,
             include_artifacts: true,
         };
-        let cases: [(Call<'_>, ProtocolVersion, &str); 12] = [
+        let push = PushConfig {
+            task_id: &id,
+            id: "p1",
+            url: "http://gw/a2a/push/a",
+            token: "tok",
+        };
+        let cases: [(Call<'_>, ProtocolVersion, &str); 14] = [
             (
                 Call::Stream(send),
                 V1,
@@ -281,6 +288,16 @@ mod tests {
                 V0_3,
                 r#"{"id":7,"jsonrpc":"2.0","method":"agent/getAuthenticatedExtendedCard","params":{}}"#,
             ),
+            (
+                Call::SetPushConfig(push),
+                V1,
+                r#"{"id":7,"jsonrpc":"2.0","method":"CreateTaskPushNotificationConfig","params":{"authentication":{"credentials":"tok","scheme":"Bearer"},"id":"p1","taskId":"t1","tenant":"acme","token":"tok","url":"http://gw/a2a/push/a"}}"#,
+            ),
+            (
+                Call::SetPushConfig(push),
+                V0_3,
+                r#"{"id":7,"jsonrpc":"2.0","method":"tasks/pushNotificationConfig/set","params":{"pushNotificationConfig":{"authentication":{"credentials":"tok","schemes":["Bearer"]},"id":"p1","token":"tok","url":"http://gw/a2a/push/a"},"taskId":"t1"}}"#,
+            ),
         ];
         for (call, version, expected) in cases {
             let body = request(&call, version, Some("acme"), 7).unwrap();
@@ -325,6 +342,21 @@ mod tests {
         assert!(
             matches!(sent, Ok(Answer::Event(StreamEvent::Task(_)))),
             "{sent:?}"
+        );
+        // The stored config is not kept; a result that is no object is no config, and an
+        // agent without push notifications (a2a-sdk 1.3.0's card saying so) answers -32003.
+        let stored = r#"{"taskId":"t","id":"p1","url":"http://gw/","token":"tok"}"#;
+        for version in [V1, V0_3] {
+            let set = answer(Operation::SetPushConfig, version, &ok(stored));
+            assert!(set.unwrap().into_push_config_set().is_ok());
+            let odd = answer(Operation::SetPushConfig, version, &ok("[]"));
+            assert!(matches!(odd, Err(ClientError::Invalid(_))), "{odd:?}");
+        }
+        let unsupported = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32003,"message":"Push notifications are not supported by the agent"}}"#;
+        let refused = answer(Operation::SetPushConfig, V1, unsupported);
+        assert!(
+            matches!(&refused, Err(ClientError::Rpc(e)) if e.code == crate::a2a::rpc_code::PUSH_NOTIFICATION_NOT_SUPPORTED),
+            "{refused:?}"
         );
         let card = answer(Operation::ExtendedCard, V1, &ok(r#"{"name":"a"}"#));
         assert_eq!(card.unwrap().into_card().unwrap().name, "a");

@@ -9,6 +9,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::call::{PushConfig, PUSH_AUTH_SCHEME};
 use super::model::{OutgoingMessage, Part, PartContent, StreamEvent, Task};
 
 #[derive(Deserialize)]
@@ -79,4 +80,19 @@ pub(super) fn send_params(msg: &OutgoingMessage, history_length: Option<u32>) ->
         config["historyLength"] = json!(n);
     }
     json!({ "message": encode_message(msg), "configuration": config })
+}
+
+/// `tasks/pushNotificationConfig/set` params: the config nested under the task id, its
+/// authentication a list of schemes (`{taskId, pushNotificationConfig: {id, url, token,
+/// authentication: {schemes, credentials}}}`).
+pub(super) fn push_config_params(push: &PushConfig<'_>) -> Value {
+    json!({
+        "taskId": push.task_id.as_str(),
+        "pushNotificationConfig": {
+            "id": push.id,
+            "url": push.url,
+            "token": push.token,
+            "authentication": {"schemes": [PUSH_AUTH_SCHEME], "credentials": push.token},
+        },
+    })
 }

@@ -9,6 +9,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::call::{PushConfig, PUSH_AUTH_SCHEME};
 use super::model::{
     ArtifactUpdate, Message, OutgoingMessage, Part, PartContent, StatusUpdate, StreamEvent, Task,
 };
@@ -136,6 +137,19 @@ fn encode_part(part: &Part) -> Value {
 /// Encodes a user message.
 pub(super) fn encode_message(msg: &OutgoingMessage) -> Value {
     super::encode_message(msg, "ROLE_USER", None, encode_part)
+}
+
+/// `CreateTaskPushNotificationConfig` params: the flat `TaskPushNotificationConfig`
+/// (`{taskId, id, url, token, authentication: {scheme, credentials}}`; the tenant is added
+/// with every call's).
+pub(super) fn push_config_params(push: &PushConfig<'_>) -> Value {
+    json!({
+        "taskId": push.task_id.as_str(),
+        "id": push.id,
+        "url": push.url,
+        "token": push.token,
+        "authentication": {"scheme": PUSH_AUTH_SCHEME, "credentials": push.token},
+    })
 }
 
 /// `SendMessage` / `SendStreamingMessage` params. 1.0 sends block by default

@@ -105,6 +105,13 @@ async fn call(
                 "the demo agent has no extended card",
             ))
         }
+        // Its card does not declare push notifications.
+        Operation::SetPushConfig => {
+            return Err(Failure::new(
+                rpc_code::PUSH_NOTIFICATION_NOT_SUPPORTED,
+                "the demo agent sends no push notifications",
+            ))
+        }
     })
 }
 
