@@ -389,6 +389,19 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
             .await
             .unwrap_err();
         assert_eq!(code(cancel), -32002, "{binding:?}");
+        // The reference agent's card declares no push notifications: registering a push
+        // config is refused with the A2A error, on every binding.
+        let push = agui_a2a_gateway::a2a::call::PushConfig {
+            task_id: &task_id,
+            id: "p1",
+            url: "http://127.0.0.1:9/a2a/push/ref",
+            token: "tok",
+        };
+        let refused = a2a
+            .set_push_config(&CallContext::none(), push)
+            .await
+            .unwrap_err();
+        assert_eq!(code(refused), -32003, "{binding:?}: push not supported");
         let missing = a2a
             .get_task(&CallContext::none(), &TaskId::new("no-such-task"), None)
             .await;
@@ -412,6 +425,24 @@ async fn the_a2a_client_gets_the_same_answers_and_errors_on_every_binding() {
         matches!(&err, ClientError::Unavailable(m) if m.contains("HTTP 404")),
         "{err}"
     );
+    // A 0.3 agent refuses `tasks/pushNotificationConfig/set` alike.
+    let legacy = Endpoint {
+        url: upstream("0.3").parse().unwrap(),
+        version: ProtocolVersion::V0_3,
+        ..endpoint(Binding::JsonRpc, None)
+    };
+    let task_id = TaskId::new("t");
+    let push = agui_a2a_gateway::a2a::call::PushConfig {
+        task_id: &task_id,
+        id: "p1",
+        url: "http://127.0.0.1:9/a2a/push/ref",
+        token: "tok",
+    };
+    let refused = client(legacy)
+        .set_push_config(&CallContext::none(), push)
+        .await
+        .unwrap_err();
+    assert_eq!(code(refused), -32003, "0.3: push not supported");
 }
 
 /// The demo agent's three interfaces, each pinned on its URL, give the real AG-UI client the
