@@ -5,9 +5,12 @@
 //! [`TaskId`]); its binding's pure codec ([`super::jsonrpc`], [`super::rest`],
 //! [`super::grpc`]) spells its request and reads its answer, chosen in the one `match` on
 //! the binding (`Client::encode`). This file does only what every call has in common: the
-//! per-call headers (credentials, extensions, trace context) passed as an argument, the one
-//! retry after a stale credential ([`super::call_headers`]), tracing, metrics, timeouts and
-//! size bounds.
+//! per-call headers (credentials, extensions, trace context), the one retry after a stale
+//! credential ([`super::call_headers`]), tracing, metrics, timeouts and size bounds.
+//!
+//! A client is built once per agent resolution and shared by every run: what differs per
+//! run or request — the run's trace, the caller identity header, the caller's credentials —
+//! is a [`CallContext`] every operation takes as an argument, never a copy of the client.
 //!
 //! Lenient where upstreams are sloppy (docs/design.md#6-projection-a2a-to-ag-ui): a streaming
 //! call may be answered with plain JSON (a JSON-RPC error before the stream starts, or a
