@@ -476,6 +476,22 @@ impl Client {
         headers
     }
 
+    /// One attempt of `call` as the transports take it ([`Sending`]).
+    fn sending<'a>(
+        &self,
+        ctx: &'a CallContext,
+        method: &'static str,
+        call: &Call<'_>,
+        credentials: HeaderMap,
+    ) -> Sending<'a> {
+        let headers = self.headers(ctx, call, credentials);
+        Sending {
+            ctx,
+            method,
+            headers,
+        }
+    }
+
     /// `call` as the endpoint's binding spells it, the tenant in it (A2A 1.0 §4.4: a
     /// request field, the HTTP+JSON path segment; 0.3 has none). The one place the client
     /// asks which binding the endpoint speaks: what differs between them is the binding's
@@ -516,12 +532,7 @@ impl Client {
         let timeout = timeout.unwrap_or(self.call_timeout);
         let call = &call;
         self.authorized(ctx, |credentials| async move {
-            let headers = self.headers(ctx, call, credentials);
-            let sending = Sending {
-                ctx,
-                method,
-                headers,
-            };
+            let sending = self.sending(ctx, method, call, credentials);
             let result = match self.encode(call) {
                 Err(e) => Err(e),
                 Ok(Wire::Grpc(request)) => self.grpc_unary(sending, request, timeout).await,
@@ -547,12 +558,7 @@ impl Client {
         let method = self.method(call.operation())?;
         let call = &call;
         self.authorized(ctx, |credentials| async move {
-            let headers = self.headers(ctx, call, credentials);
-            let sending = Sending {
-                ctx,
-                method,
-                headers,
-            };
+            let sending = self.sending(ctx, method, call, credentials);
             let opened = match self.encode(call) {
                 Err(e) => Err(e),
                 Ok(Wire::Grpc(request)) => self.grpc_stream(sending, request, head_timeout).await,
@@ -600,23 +606,27 @@ impl Client {
         })))
     }
 
-    /// docs/design.md#10-observability: a span per upstream call around `send(headers)`, its
-    /// context sent upstream as `traceparent` in `headers` (none when the call's context
-    /// has no trace).
+    /// docs/design.md#10-observability: a span per upstream call around
+    /// `send(headers, trace_headers)`, with the attempt's headers and its span's context to
+    /// send upstream as `traceparent` (none when the call's context has no trace).
     async fn call_traced<T, F>(
         &self,
-        ctx: &CallContext,
-        method: &'static str,
-        send: impl FnOnce(HeaderMap) -> F,
+        sending: Sending<'_>,
+        send: impl FnOnce(HeaderMap, HeaderMap) -> F,
     ) -> Result<T, ClientError>
     where
         F: std::future::Future<Output = Result<T, ClientError>>,
     {
+        let Sending {
+            ctx,
+            method,
+            headers,
+        } = sending;
         let Some(trace) = &ctx.trace else {
-            return send(HeaderMap::new()).await;
+            return send(headers, HeaderMap::new()).await;
         };
-        let (headers, span) = trace.call(method, self.endpoint.binding.as_str());
-        let result = send(headers).await;
+        let (trace_headers, span) = trace.call(method, self.endpoint.binding.as_str());
+        let result = send(headers, trace_headers).await;
         span.end(result.is_ok());
         result
     }

@@ -41,13 +41,8 @@ impl Client {
         request: Box<grpc::Request>,
         timeout: Duration,
     ) -> Result<Answer, ClientError> {
-        let Sending {
-            ctx,
-            method,
-            headers,
-        } = sending;
         // Boxed, as in `grpc_stream`.
-        Box::pin(self.call_traced(ctx, method, |trace| async move {
+        Box::pin(self.call_traced(sending, |headers, trace| async move {
             let exchange = self.grpc_exchange(headers, trace, Some(timeout));
             head_within(Some(timeout), exchange.unary(*request)).await?
         }))
@@ -61,15 +56,10 @@ impl Client {
         request: Box<grpc::Request>,
         head_timeout: Option<Duration>,
     ) -> Result<EventStream, ClientError> {
-        let Sending {
-            ctx,
-            method,
-            headers,
-        } = sending;
         // Boxed: an operation's future holds every binding's branch, so a JSON binding's
         // call (a run's stream opening among them) would otherwise carry a gRPC call's
         // state, several KiB (memory per open stream, docs/performance.md).
-        Box::pin(self.call_traced(ctx, method, |trace| async move {
+        Box::pin(self.call_traced(sending, |headers, trace| async move {
             let exchange = self.grpc_exchange(headers, trace, None);
             head_within(head_timeout, exchange.stream(*request)).await?
         }))

@@ -43,15 +43,10 @@ impl Client {
         call: JsonCall,
         timeout: Duration,
     ) -> Result<Answer, ClientError> {
-        let Sending {
-            ctx,
-            method,
-            headers,
-        } = sending;
         let codec = call.codec;
         let bound = Bound::Unary(timeout);
         let resp = self
-            .call_traced(ctx, method, |trace| {
+            .call_traced(sending, |headers, trace| {
                 self.send_http(call, bound, headers, trace)
             })
             .await?;
@@ -75,15 +70,10 @@ impl Client {
                     .await;
             }
         }
-        let Sending {
-            ctx,
-            method,
-            headers,
-        } = sending;
         let codec = call.codec;
         let bound = Bound::Stream(head_timeout);
         let resp = self
-            .call_traced(ctx, method, |trace| {
+            .call_traced(sending, |headers, trace| {
                 self.send_http(call, bound, headers, trace)
             })
             .await?;
@@ -227,14 +217,10 @@ impl Client {
         head_timeout: Option<Duration>,
         connect_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
-        let Sending {
-            ctx,
-            method,
-            headers,
-        } = sending;
         let codec = call.codec;
-        let send = |trace| self.send_direct(call, headers, head_timeout, connect_timeout, trace);
-        let mut resp = self.call_traced(ctx, method, send).await?;
+        let send =
+            |headers, trace| self.send_direct(call, headers, head_timeout, connect_timeout, trace);
+        let mut resp = self.call_traced(sending, send).await?;
         if !is_event_stream(resp.content_type.as_deref()) {
             let limit = self.max_event_bytes;
             let body = match resp.body.read_to_end(limit).await.map_err(stream_broke)? {
