@@ -4,9 +4,20 @@
 // `Authorization: Bearer`. Nothing is loaded from anywhere but this gateway.
 // An agent the gateway cannot read is said so ("could not be reached"), in the inbox
 // (its `unavailable`) and in that agent's list (a 502/504): never an empty list in its place.
+// The inbox follows the gateway's change feed `GET /threads/events` (docs/design.md#3-http-surface):
+// read with fetch (EventSource cannot send the key), one snapshot then one change per thread,
+// `Last-Event-ID` sent back on reconnect, reconnects with a bounded backoff. A gateway without
+// the feed (404) is polled instead, every POLL_MS.
 
 const KEY_STORE = "agui-a2a-gateway.console.key";
 const POLL_MS = 4000;
+const FEED_PATH = "/threads/events";
+/** Waits before each reconnect of the feed; the last one repeats. */
+const FEED_BACKOFF_MS = [250, 500, 1000, 2000, 4000, 8000];
+/** Nothing at all (not even a keep-alive) for this long: the feed is taken as lost. */
+const FEED_IDLE_MS = 60000;
+/** The most an event, or an unfinished line, may hold; more ends the feed. */
+const FEED_MAX_EVENT_CHARS = 1 << 20;
 
 const $ = (id) => document.getElementById(id);
 
@@ -21,6 +32,11 @@ const ui = {
   running: false,
   polling: null,
   polled: false,
+  /** The feed while it is followed: {abort, lastId, tries, timer, idle, live}; null otherwise. */
+  feed: null,
+  /** The inbox the feed keeps: "agent\u0000threadId" -> item of `GET /threads`. */
+  threads: new Map(),
+  unavailable: [],
 };
 
 // ---------------------------------------------------------------------------------------
@@ -152,30 +168,52 @@ async function runStream(agent, input, onEvent) {
   parser.end();
 }
 
-/** An incremental SSE parser: the `data:` lines of each event, joined, parsed as JSON. */
-export function sseParser(onEvent) {
+/**
+ * An incremental SSE parser: the `data:` lines of each event, joined, parsed as JSON, handed to
+ * `onEvent(data, {event, id})` (`event`: the event's name, "message" without one; `id`: the
+ * last `id:` seen, as EventSource keeps it). With `maxChars`, an event or an unfinished line
+ * longer than that throws.
+ */
+export function sseParser(onEvent, maxChars = Infinity) {
   let buffer = "";
   let data = [];
+  let size = 0;
+  let name = "";
+  let lastId = "";
   const dispatch = () => {
+    const event = name || "message";
+    name = "";
+    size = 0;
     if (data.length === 0) return;
     const text = data.join("\n");
     data = [];
-    let event;
+    let parsed;
     try {
-      event = JSON.parse(text);
+      parsed = JSON.parse(text);
     } catch {
-      return; // Not JSON: not an AG-UI event.
+      return; // Not JSON: not an event of ours.
     }
-    onEvent(event);
+    onEvent(parsed, { event, id: lastId });
+  };
+  const field = (l, f) => {
+    let v = l.slice(f.length + 1);
+    if (v.startsWith(" ")) v = v.slice(1);
+    return v;
   };
   const line = (raw) => {
     const l = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
     if (l === "") return dispatch();
     if (l.startsWith(":")) return; // A comment (keep-alive).
     if (l === "data" || l.startsWith("data:")) {
-      let v = l.slice(5);
-      if (v.startsWith(" ")) v = v.slice(1);
+      const v = field(l, "data");
+      size += v.length;
+      if (size > maxChars) throw new Error("an event of the stream is too large");
       data.push(v);
+    } else if (l.startsWith("event:")) {
+      name = field(l, "event");
+    } else if (l.startsWith("id:")) {
+      const v = field(l, "id");
+      if (!v.includes("\0")) lastId = v;
     }
   };
   return {
@@ -186,6 +224,7 @@ export function sseParser(onEvent) {
         line(buffer.slice(0, i));
         buffer = buffer.slice(i + 1);
       }
+      if (buffer.length > maxChars) throw new Error("a line of the stream is too large");
     },
     end() {
       if (buffer) line(buffer);
@@ -234,14 +273,14 @@ async function connect(key, firstTry = false) {
   $("key").placeholder = key ? "•••••• (kept for this tab)" : "";
   $("app").hidden = false;
   renderAgents();
-  startPolling();
+  startLive();
 }
 
 function forget() {
   sessionStorage.removeItem(KEY_STORE);
   ui.key = null;
   ui.connected = false;
-  stopPolling();
+  stopLive();
   $("app").hidden = true;
   $("forget").hidden = true;
   $("key").placeholder = "";
@@ -251,7 +290,7 @@ function forget() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Agents, inbox, thread lists (polled: live status)
+// Agents, inbox, thread lists (live status: the feed, else polled)
 
 function renderAgents() {
   const select = $("agent");
@@ -327,32 +366,42 @@ function unreachableItem(agent, code, detail) {
   );
 }
 
+/** The inbox: the threads waiting for a human, and the agents that could not be read. */
+function renderInbox(threads, unavailable, note) {
+  const items = threads.map((t) => threadButton(t, t.agent));
+  const down = unavailable.map((u) => unreachableItem(u.agent, u.code));
+    // "Nothing waits" only for agents that answered: an unreachable one says so instead.
+  const nothing = down.length
+    ? "Nothing waits for a human on the other agents."
+    : "Nothing waits for a human.";
+  const answered = down.length < ui.agents.length;
+  replaceList($("inbox"), [
+    ...down,
+    ...(items.length ? items : answered ? [el("li", { class: "muted", text: nothing })] : []),
+  ]);
+  const downText = down.length
+    ? ` · ${down.length} agent${down.length === 1 ? "" : "s"} could not be reached`
+    : "";
+  $("inbox-status").textContent =
+    `${items.length} waiting${downText} · ${note} ${new Date().toLocaleTimeString()}`;
+}
+
+/** The lists now: the inbox from the feed (or one poll without it) and the agent's list. */
 async function refreshLists() {
   if (!ui.connected) return;
   try {
-    const inbox = await getJson("/threads?status=input-required");
-    const items = (inbox.threads || []).map((t) => threadButton(t, t.agent));
-    const down = (inbox.unavailable || []).map((u) => unreachableItem(u.agent, u.code));
-    // "Nothing waits" only for agents that answered: an unreachable one says so instead.
-    const nothing = down.length
-      ? "Nothing waits for a human on the other agents."
-      : "Nothing waits for a human.";
-    const answered = down.length < ui.agents.length;
-    replaceList($("inbox"), [
-      ...down,
-      ...(items.length ? items : answered ? [el("li", { class: "muted", text: nothing })] : []),
-    ]);
-    const downText = down.length
-      ? ` · ${down.length} agent${down.length === 1 ? "" : "s"} could not be reached`
-      : "";
-    $("inbox-status").textContent =
-      `${items.length} waiting${downText} · updated ${new Date().toLocaleTimeString()}`;
+    if (ui.feed) {
+      if (ui.feed.live) renderFeedInbox();
+    } else {
+      const inbox = await getJson("/threads?status=input-required");
+      renderInbox(inbox.threads || [], inbox.unavailable || [], "updated");
+    }
     if (ui.agent) await refreshAgentThreads(ui.agent);
     ui.polled = true;
   } catch (err) {
     $("inbox-status").textContent = "Could not refresh.";
     showError(err);
-    if (err instanceof ApiError && err.status === 401) stopPolling();
+    if (err instanceof ApiError && err.status === 401) stopLive();
   }
 }
 
@@ -373,6 +422,7 @@ async function refreshAgentThreads(agent) {
 
 function startPolling() {
   stopPolling();
+  ui.feed = null;
   refreshLists();
   ui.polling = setInterval(() => {
     if (!document.hidden) refreshLists();
@@ -382,6 +432,147 @@ function startPolling() {
 function stopPolling() {
   if (ui.polling) clearInterval(ui.polling);
   ui.polling = null;
+}
+
+// ---------------------------------------------------------------------------------------
+// The change feed (GET /threads/events)
+
+const threadKey = (t) => `${t.agent}\u0000${t.threadId}`;
+
+/** Follows the feed; falls back to polling when the gateway has none (404). */
+function startLive() {
+  stopLive();
+  ui.feed = { abort: null, lastId: "", tries: 0, timer: null, idle: null, live: false };
+  followFeed(ui.feed);
+  refreshLists();
+}
+
+function stopLive() {
+  stopPolling();
+  const feed = ui.feed;
+  ui.feed = null;
+  if (!feed) return;
+  clearTimeout(feed.timer);
+  clearTimeout(feed.idle);
+  if (feed.abort) feed.abort.abort();
+}
+
+function renderFeedInbox() {
+  const waiting = [...ui.threads.values()]
+    .filter((t) => t.status === "input-required")
+    .sort((a, b) => String(b.lastTask?.updatedAt ?? "").localeCompare(String(a.lastTask?.updatedAt ?? "")));
+  renderInbox(waiting, ui.unavailable, "live, updated");
+}
+
+/** Reloads the agent's list and the open conversation soon after changes (once per burst). */
+let changedSoon = null;
+function afterChange(items) {
+  const agentChanged = items.some((t) => t.agent === ui.agent);
+  const openChanged =
+    ui.open && items.some((t) => t.agent === ui.open.agent && t.threadId === ui.open.threadId);
+  if (!agentChanged && !openChanged) return;
+  clearTimeout(changedSoon);
+  changedSoon = setTimeout(async () => {
+    if (!ui.connected) return;
+    if (agentChanged && ui.agent) {
+      try {
+        await refreshAgentThreads(ui.agent);
+      } catch (err) {
+        showError(err);
+      }
+    }
+    if (openChanged && ui.open && !ui.running) openThread(ui.open.agent, ui.open.threadId, false, true);
+  }, 200);
+}
+
+/** One feed event (docs/design.md#3-http-surface): a snapshot, a thread's change, or an error. */
+function onFeedEvent(feed, data, { event, id }) {
+  if (feed !== ui.feed || feed.ended) return;
+  if (id) feed.lastId = id;
+  if (event === "snapshot") {
+    const again = feed.live;
+    feed.tries = 0;
+    feed.live = true;
+    ui.threads = new Map((data.threads || []).map((t) => [threadKey(t), t]));
+    ui.unavailable = data.unavailable || [];
+    renderFeedInbox();
+    // After a reconnect the agent's list may have changed too (it was loaded on connect).
+    afterChange([...ui.threads.values(), ...(again && ui.agent ? [{ agent: ui.agent }] : [])]);
+  } else if (event === "thread" && data && data.agent && data.threadId) {
+    ui.threads.set(threadKey(data), data);
+    // An agent that answers again is no longer unavailable.
+    ui.unavailable = ui.unavailable.filter((u) => u.agent !== data.agent);
+    if (feed.live) renderFeedInbox();
+    afterChange([data]);
+  } else if (event === "error") {
+    // The gateway ends the feed after this event (a slow reader, a limit): read it to its end.
+    feed.ended = data?.error?.message || data?.message || "the gateway ended the feed";
+  }
+}
+
+async function followFeed(feed) {
+  const abort = new AbortController();
+  feed.abort = abort;
+  feed.ended = null;
+  let reading = false;
+  const idle = () => {
+    clearTimeout(feed.idle);
+    feed.idle = setTimeout(() => abort.abort(), FEED_IDLE_MS);
+  };
+  let why;
+  try {
+    const h = headers({ Accept: "text/event-stream" });
+    if (feed.lastId) h["Last-Event-ID"] = feed.lastId;
+    idle();
+    const resp = await fetch(FEED_PATH, { headers: h, cache: "no-store", signal: abort.signal });
+    if (resp.status === 404) {
+      // A gateway without the feed: poll it.
+      await resp.text().catch(() => "");
+      clearTimeout(feed.idle);
+      if (feed === ui.feed) startPolling();
+      return;
+    }
+    if (!resp.ok) {
+      const err = await apiError(resp);
+      if (err.status === 401) {
+        clearTimeout(feed.idle);
+        if (feed === ui.feed) {
+          showError(err);
+          stopLive();
+        }
+        return;
+      }
+      throw err;
+    }
+    reading = true;
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    const parser = sseParser((data, meta) => onFeedEvent(feed, data, meta), FEED_MAX_EVENT_CHARS);
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      idle();
+      parser.push(decoder.decode(value, { stream: true }));
+    }
+    parser.end();
+    reading = false;
+    why = feed.ended || "the feed ended";
+  } catch (err) {
+    why = err && err.message ? err.message : String(err);
+    if (abort.signal.aborted && feed !== ui.feed) return;
+  } finally {
+    clearTimeout(feed.idle);
+    // A stream still open (too large an event, no data for too long): cut it.
+    if (reading) abort.abort();
+  }
+  if (feed !== ui.feed) return;
+  // Lost: reconnect after a bounded backoff, asking to resume where it stopped.
+  const wait = FEED_BACKOFF_MS[Math.min(feed.tries, FEED_BACKOFF_MS.length - 1)];
+  feed.tries += 1;
+  $("inbox-status").textContent = `Reconnecting… (${why}); the list may be out of date.`;
+  feed.timer = setTimeout(() => {
+    if (feed === ui.feed) followFeed(feed);
+  }, wait);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -5,8 +5,13 @@
 //! which the reviewer enters; without: it connects by itself), opens the waiting thread from
 //! the inbox, answers through the generated form, and watches the resumed run stream to its
 //! end. An agent the gateway cannot read is said to be unreachable, never an empty inbox.
+//! The inbox is live (the change feed `GET /threads/events`): a new approval appears without
+//! a reload, and after the gateway restarts the console reconnects and shows the same inbox.
+
+use std::process::Stdio;
 
 use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::support::*;
 
@@ -143,4 +148,152 @@ async fn on_an_open_gateway_the_console_connects_by_itself_and_names_an_unreacha
         );
     }
     assert_answered(&report);
+}
+
+/// The gateway binary on a fixed address, so that it can be restarted where the console
+/// expects it.
+struct GatewayProcess {
+    child: tokio::process::Child,
+    base: String,
+}
+
+impl GatewayProcess {
+    async fn start(config: &std::path::Path, port: u16) -> Self {
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
+            .arg("--config")
+            .arg(config)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the gateway binary");
+        let gw = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        for _ in 0..200 {
+            if let Ok(r) = reqwest::get(format!("{}/readyz", gw.base)).await {
+                if r.status() == 200 {
+                    return gw;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("the gateway binary did not get ready at {}", gw.base);
+    }
+
+    async fn stop(mut self) {
+        self.child.kill().await.expect("stop the gateway");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_inbox_is_live_and_reconnects_after_the_gateway_restarts() {
+    // No inbound auth (every context visible) and threadId = contextId, so that the restarted
+    // gateway, whose memory store starts empty, still names the same threads. An upstream of
+    // its own: the inbox holds this test's threads only.
+    let own = Upstream::start("both");
+    let upstream_url = own.url.as_str();
+    let config = json!({
+        "agents": [{"name": "ref", "url": upstream_url, "context_ids": "client"}],
+    });
+    let port = free_port();
+    let path = std::env::temp_dir().join(format!(
+        "agui-a2a-gateway-e2e-console-{}-{port}.yaml",
+        std::process::id()
+    ));
+    std::fs::write(&path, config.to_string()).unwrap();
+    let mut gw = GatewayProcess::start(&path, port).await;
+
+    let thread = "console-live-first";
+    let ask = post_run(
+        &format!("{}/agents/ref", gw.base),
+        &run_input(thread, "approve"),
+        std::time::Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(
+        ask.events.last().unwrap()["outcome"]["type"],
+        "interrupt",
+        "{}",
+        ask.raw
+    );
+
+    // The browser: the feed followed (never a poll), a second approval shown without a
+    // reload, then "RESTART": the gateway is restarted on the same port, and "RESTARTED".
+    let mut node = tokio::process::Command::new("node")
+        .arg(root().join("tests/browser/console.test.mjs"))
+        .args(["--gateway", &gw.base, "--thread", thread, "--feed"])
+        .args([
+            "--new-approval",
+            "ref",
+            "--restart",
+            "--upstream",
+            upstream_url,
+        ])
+        .args([
+            "--shots",
+            &root().join("target/console-screenshots").to_string_lossy(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run node");
+    let mut stdin = node.stdin.take().unwrap();
+    let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
+    let mut stdout = String::new();
+    let mut restarted = false;
+    while let Some(line) =
+        tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("the browser test hung")
+            .unwrap()
+    {
+        if line.trim() == "RESTART" {
+            gw.stop().await;
+            gw = GatewayProcess::start(&path, port).await;
+            stdin.write_all(b"RESTARTED\n").await.unwrap();
+            stdin.flush().await.unwrap();
+            restarted = true;
+        }
+        stdout.push_str(&line);
+        stdout.push('\n');
+    }
+    let out = node.wait_with_output().await.expect("the browser test");
+    let report = driver_report(
+        &std::process::Output {
+            status: out.status,
+            stdout: stdout.into_bytes(),
+            stderr: out.stderr.clone(),
+        },
+        "the browser test",
+    );
+    assert!(
+        out.status.success() && report["ok"] == true,
+        "the console check failed: {report:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        restarted,
+        "the browser test never asked for the restart: {report}"
+    );
+    assert_eq!(report["mode"], "feed", "{report}");
+    assert_eq!(report["polls"], 0, "{report}");
+    let live = report["liveApproval"]["thread"]
+        .as_str()
+        .expect("a live approval");
+    let after: Vec<&str> = report["reconnected"]["threads"]
+        .as_array()
+        .expect("the inbox after the restart")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(after.contains(&thread) && after.contains(&live), "{report}");
+    assert_answered(&report);
+    gw.stop().await;
+    let _ = std::fs::remove_file(&path);
 }

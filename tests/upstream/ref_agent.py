@@ -5,7 +5,7 @@ Usage: python ref_agent.py --versions both|1.0|0.3|rest|grpc [--port 0] [--decla
     [--require-jwt JWKS_URL --audience AUD [--issuer ISS] [--require-scope SCOPE]]
     [--require-bearer FILE] [--require-api-key FILE]
     [--card-security KIND[,KIND...]]... [--oauth-issuer URL] [--extended-card]
-    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+    [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--push]
 Prints "READY <base-url>" on stdout once it is ready to serve (see tests/peer_serve.py).
 
 Identity (tests/identity/README.md; not with grpc): any of these flags puts the verifying
@@ -59,6 +59,19 @@ stays working), msg X, whoami ("you are <sub>": the subject of the request's ver
 - statepatch: "state keys: a,b" (whole state), "patch: add /b, remove /c" (a patch) or
   "no state".
 --declare-lane: the card declares both lane extensions in capabilities.extensions.
+
+--push (every mode): the card declares capabilities.pushNotifications (0.3 card:
+"pushNotifications": true) and the request handler gets the SDK's own push pieces:
+InMemoryPushNotificationConfigStore and BasePushNotificationSender (an httpx.AsyncClient with
+its default 5 s timeout), so CreateTaskPushNotificationConfig, tasks/pushNotificationConfig/set,
+POST {rest}/tasks/{id}/pushNotificationConfigs and the gRPC method all work and every Task,
+status and artifact update of a task is POSTed to its registered URLs
+(docs/research/push-senders.md). The SDK's URL screening (push_url_validator) is off unless
+given; this peer gives it the SDK's own validate_push_notification_url, which refuses private
+and loopback hosts, with ONE change for the tests: a URL whose host is 127.0.0.1 is let
+through (PUSH_TEST_HOSTS), on registration and on delivery. Without --push nothing changes.
+For push tests, "slow N" (N x 0.1 s) keeps working after the client's stream is gone and
+completes on its own.
 """
 
 import argparse
@@ -70,6 +83,8 @@ import os
 import socket
 import sys
 import urllib.parse
+
+import httpx
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -90,7 +105,12 @@ from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.routes.rest_routes import create_rest_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -110,6 +130,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.compat.v0_3.conversions import to_compat_security_requirement, to_compat_security_scheme
+from a2a.utils.push_url_validator import validate_push_notification_url
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from peer_serve import serve  # noqa: E402 (tests/peer_serve.py)
@@ -126,6 +147,21 @@ PICK_CALL_ID = "call-pick-1"
 # The HTTP+JSON-only mode: where its interface lives, and its tenant.
 REST_PREFIX = "/v1beta1/projects/demo/locations/local/reasoningEngines/ref/a2a"
 REST_TENANT = "acme"
+
+# --push: the only hosts let through the SDK's push URL screening (test peer only: the
+# receiver of the tests listens on loopback, which the SDK's screening refuses).
+PUSH_TEST_HOSTS = ("127.0.0.1",)
+
+
+async def push_url_allowed(url: str) -> bool:
+    """The SDK's validate_push_notification_url, except for PUSH_TEST_HOSTS over http(s)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme in ("http", "https") and parts.hostname in PUSH_TEST_HOSTS:
+            return True
+    except ValueError:
+        return False
+    return await validate_push_notification_url(url)
 
 
 def first_text(task) -> str:
@@ -370,6 +406,7 @@ class Identity:
     oauth_issuer: str | None = None
     scope: str | None = None
     extended_card: bool = False
+    push: bool = False  # --push (module docstring)
 
 
 # The card's security scheme per --card-security kind (A2A 1.0 SecurityScheme).
@@ -417,6 +454,15 @@ EXTENDED_SKILL = AgentSkill(
 )
 
 
+def push_kwargs(push: bool) -> dict:
+    """The request handler's push arguments for --push: the SDK's own store and sender."""
+    if not push:
+        return {}
+    store = InMemoryPushNotificationConfigStore()
+    sender = BasePushNotificationSender(httpx.AsyncClient(), store, push_url_validator=push_url_allowed)
+    return {"push_config_store": store, "push_sender": sender, "push_url_validator": push_url_allowed}
+
+
 def build(versions: str, base: str, declare_lane: bool = False, ident: Identity | None = None):
     ident = ident or Identity()
     card, handler = agent(versions, base, declare_lane, ident)
@@ -458,7 +504,7 @@ def agent(versions: str, base: str, declare_lane: bool, ident: Identity):
         version="1.0.0",
         capabilities=AgentCapabilities(
             streaming=True,
-            push_notifications=False,
+            push_notifications=ident.push,
             extensions=[AgentExtension(uri=u) for u in LANE_EXTENSIONS] if declare_lane else [],
             extended_agent_card=True if ident.extended_card else None,
         ),
@@ -480,6 +526,7 @@ def agent(versions: str, base: str, declare_lane: bool, ident: Identity):
         task_store=InMemoryTaskStore(),
         agent_card=card,
         extended_agent_card=extended,
+        **push_kwargs(ident.push),
     )
     return card, handler
 
@@ -499,7 +546,7 @@ def app(versions: str, base: str, declare_lane: bool, card, handler):
             "url": base,
             "preferredTransport": "JSONRPC",
             "version": "1.0.0",
-            "capabilities": {"streaming": True, "pushNotifications": False}
+            "capabilities": {"streaming": True, "pushNotifications": card.capabilities.push_notifications}
             | ({"extensions": [{"uri": u} for u in LANE_EXTENSIONS]} if declare_lane else {}),
             "defaultInputModes": ["text/plain"],
             "defaultOutputModes": ["text/plain"],
@@ -516,7 +563,7 @@ def app(versions: str, base: str, declare_lane: bool, card, handler):
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
-def serve_grpc(declare_lane: bool, port: int, parent_pid: int):
+def serve_grpc(declare_lane: bool, port: int, parent_pid: int, push: bool = False):
     """The grpc mode: the card (uvicorn) and the SDK's gRPC handler behind one socket."""
     import grpc
     import uvicorn
@@ -529,7 +576,7 @@ def serve_grpc(declare_lane: bool, port: int, parent_pid: int):
     front.bind(("127.0.0.1", port))
     front.listen(128)
     base = f"http://127.0.0.1:{front.getsockname()[1]}/"
-    card_app, handler = build("grpc", base, declare_lane)
+    card_app, handler = build("grpc", base, declare_lane, Identity(push=push))
 
     async def pipe(reader, writer):
         try:
@@ -599,6 +646,7 @@ def identity_args(parser) -> None:
     )
     parser.add_argument("--oauth-issuer", help="the issuer the card's oauth2/oidc schemes point at")
     parser.add_argument("--extended-card", action="store_true", help="declare and serve an extended card")
+    parser.add_argument("--push", action="store_true", help="declare push notifications and send them (SDK's sender)")
     parser.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
     parser.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
     parser.add_argument("--tls-client-ca", help="require a client certificate signed by this CA (PEM)")
@@ -618,7 +666,9 @@ def identity_of(parser, args) -> tuple[Identity, dict | None, bool]:
     if issuer is None and args.require_jwt:
         parts = urllib.parse.urlsplit(args.require_jwt)
         issuer = f"{parts.scheme}://{parts.netloc}"
-    ident = Identity(card_security=kinds, oauth_issuer=issuer, scope=args.require_scope, extended_card=args.extended_card)
+    ident = Identity(
+        card_security=kinds, oauth_issuer=issuer, scope=args.require_scope, extended_card=args.extended_card, push=args.push
+    )
     tls = {"cert": args.tls_cert, "key": args.tls_key, "client_ca": args.tls_client_ca} if args.tls_cert else None
     guarded = any(
         [args.require_jwt, args.require_bearer, args.require_api_key, kinds, args.extended_card, tls, args.require_scope]
@@ -642,7 +692,7 @@ def main():
     if args.versions == "grpc":
         if guarded:
             parser.error("the identity flags are not supported with --versions grpc")
-        return serve_grpc(args.declare_lane, args.port, args.parent_pid)
+        return serve_grpc(args.declare_lane, args.port, args.parent_pid, args.push)
 
     def build_guarded(base, _port):
         built = build(args.versions, base, args.declare_lane, ident)

@@ -3,7 +3,7 @@
 // InMemoryTaskStore behind the express `jsonRpcHandler` (or `restHandler`) and
 // `agentCardHandler`. There is no model: the executor plays a typical a2a-js agent from a script.
 //
-// Usage: node agent.mjs --port 0 [--versions 1.0|both] [--binding jsonrpc|rest] [--parent-pid PID]
+// Usage: node agent.mjs --port 0 [--versions 1.0|both] [--binding jsonrpc|rest] [--push] [--parent-pid PID]
 // Prints exactly one line "READY <base-url>" on stdout once it listens on 127.0.0.1;
 // everything else (the SDK's own console output included) goes to stderr.
 //
@@ -14,6 +14,12 @@
 //   --binding rest   the SDK's HTTP+JSON handler only (`restHandler`), mounted under
 //                    REST_PREFIX as the SDK's multi-transport-agent sample mounts it; the card
 //                    lists one HTTP+JSON 1.0 interface and no JSON-RPC (1.0 only).
+//   --push           the card declares capabilities.pushNotifications and the handler gets the
+//                    SDK's own InMemoryPushNotificationStore and DefaultPushNotificationSender
+//                    (with --versions both: the compat layer's createLegacyAwarePushNotificationSender,
+//                    the same sender with the v0.3 body for webhooks registered over v0.3). The
+//                    SDK screens no push URL (it has no SSRF filter): 127.0.0.1 needs no change.
+//                    Facts: docs/research/push-senders.md. Without --push nothing changes.
 //
 // Scripted by the FIRST WORD of the latest user message text (case-insensitive), unless
 // the message continues a task that waits in input-required (then it is the answer):
@@ -23,6 +29,8 @@
 //   approve: Task, `working`, `input-required` with "Approve sending the report?"; the
 //        follow-up message on the same taskId gets `completed` with "Done: <answer>.".
 //   tool: not scripted (the SDK has no tool-call convention); handled like hello.
+//   slow (only with --push): Task, `working` every 100 ms for SLOW_TICKS ticks, then `completed`
+//        with "slow done"; for "a task finishing while no stream is open" push tests.
 // Cancel: a running task ends `canceled` at its next step; a task waiting in input-required
 // is ended `canceled` by cancelTask itself (the SDK's cancel waits for that event).
 
@@ -31,9 +39,17 @@ import { parseArgs } from 'node:util';
 
 import express from 'express';
 import { AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
-import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
+import {
+  AgentEvent,
+  DefaultExecutionEventBusManager,
+  DefaultPushNotificationSender,
+  DefaultRequestHandler,
+  InMemoryPushNotificationStore,
+  InMemoryTaskStore,
+} from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 import { duplicateInterfacesForLegacy } from '@a2a-js/sdk/compat/v0_3';
+import { createLegacyAwarePushNotificationSender } from '@a2a-js/sdk/compat/v0_3/server';
 
 // stdout carries only the READY line.
 console.log = (...args) => console.error(...args);
@@ -46,6 +62,8 @@ const QUESTION = 'Approve sending the report?';
 const PAUSE_MS = 20;
 // Where `--binding rest` mounts the SDK's HTTP+JSON routes (as its multi-transport-agent sample).
 const REST_PREFIX = 'a2a/rest';
+// `slow` (--push only): this many 100 ms working ticks before completing (~1.5 s).
+const SLOW_TICKS = 15;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = () => new Date().toISOString();
@@ -75,6 +93,9 @@ function textOf(message) {
 }
 
 class ScriptedExecutor {
+  constructor(push = false) {
+    this.push = push;
+  }
   cancelled = new Set();
   // Tasks waiting in input-required: taskId -> contextId. No execute() runs for them.
   parked = new Map();
@@ -143,6 +164,19 @@ class ScriptedExecutor {
         return;
       }
 
+      if (command === 'slow' && this.push) {
+        for (let i = 1; i <= SLOW_TICKS; i++) {
+          if (this.cancelled.has(taskId)) {
+            status(TaskState.TASK_STATE_CANCELED, undefined);
+            return;
+          }
+          status(TaskState.TASK_STATE_WORKING, agentMessage(`tick ${i}/${SLOW_TICKS}`, taskId, contextId));
+          await sleep(100);
+        }
+        status(TaskState.TASK_STATE_COMPLETED, agentMessage('slow done', taskId, contextId));
+        return;
+      }
+
       if (command === 'chunks') {
         status(TaskState.TASK_STATE_WORKING, undefined);
         const artifactId = `${taskId}-reply`;
@@ -189,7 +223,7 @@ class ScriptedExecutor {
   }
 }
 
-function buildCard(base, versions, binding) {
+function buildCard(base, versions, binding, push) {
   const v1 =
     binding === 'rest'
       ? [{ url: `${base}${REST_PREFIX}`, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' }]
@@ -199,7 +233,7 @@ function buildCard(base, versions, binding) {
     description: 'Scripted @a2a-js/sdk 1.3.0 agent (no model) for gateway tests.',
     supportedInterfaces: versions === 'both' ? duplicateInterfacesForLegacy(v1, ['JSONRPC']) : v1,
     version: '1.0.0',
-    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: { streaming: true, pushNotifications: push, extensions: [], extendedAgentCard: false },
     securitySchemes: {},
     securityRequirements: [],
     defaultInputModes: ['text'],
@@ -221,6 +255,22 @@ function buildCard(base, versions, binding) {
   };
 }
 
+// --push: the SDK's own push store and sender (the handler would build the same 1.0 ones
+// itself from the card's capability; they are passed to choose the v0.3-aware sender).
+function pushHandler(card, versions) {
+  const store = new InMemoryPushNotificationStore();
+  const sender =
+    versions === 'both' ? createLegacyAwarePushNotificationSender(store) : new DefaultPushNotificationSender(store);
+  return new DefaultRequestHandler(
+    card,
+    new InMemoryTaskStore(),
+    new ScriptedExecutor(true),
+    new DefaultExecutionEventBusManager(),
+    store,
+    sender
+  );
+}
+
 function main() {
   const { values } = parseArgs({
     options: {
@@ -228,6 +278,7 @@ function main() {
       versions: { type: 'string', default: '1.0' },
       binding: { type: 'string', default: 'jsonrpc' },
       'parent-pid': { type: 'string', default: '0' },
+      push: { type: 'boolean', default: false },
     },
   });
   if (!['1.0', 'both'].includes(values.versions)) {
@@ -241,8 +292,10 @@ function main() {
   const server = http.createServer();
   server.listen(Number(values.port), '127.0.0.1', () => {
     const base = `http://127.0.0.1:${server.address().port}/`;
-    const card = buildCard(base, values.versions, values.binding);
-    const requestHandler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new ScriptedExecutor());
+    const card = buildCard(base, values.versions, values.binding, values.push);
+    const requestHandler = values.push
+      ? pushHandler(card, values.versions)
+      : new DefaultRequestHandler(card, new InMemoryTaskStore(), new ScriptedExecutor());
     const legacyCompat = { enabled: values.versions === 'both' };
     const app = express();
     app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: requestHandler, legacyCompat }));
