@@ -36,6 +36,7 @@ use crate::run::{self, RunRequest};
 
 pub(crate) mod console;
 pub(crate) mod copilotkit;
+pub(crate) mod copilotkit_threads;
 #[cfg(test)]
 mod differential_tests;
 pub(crate) mod encoding;
@@ -155,6 +156,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents/{name}/threads/{thread_id}", get(threads::detail))
         .route("/threads", get(threads::inbox))
         .merge(copilotkit::routes(state.copilotkit_base_path.as_deref()))
+        .merge(copilotkit_threads::routes(
+            state.copilotkit_base_path.as_deref(),
+        ))
         .merge(guarded_metrics)
         .fallback(|| async { RequestError::NoRoute })
         .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed })
@@ -973,7 +977,7 @@ mod tests {
         }
         // The router's operations, each described (a route added without its description
         // fails here).
-        assert_eq!(operations, 17);
+        assert_eq!(operations, 24);
         let unrouted = HttpRequest::builder()
             .uri("/nope")
             .body(Body::empty())

@@ -95,7 +95,9 @@ async fn info(State(s): State<AppState>) -> Json<Value> {
         "agents": agents,
         "audioFileTranscriptionEnabled": false,
         "mode": "sse",
-        "threadEndpoints": {"list": false, "inspect": false, "mutations": false, "realtimeMetadata": false},
+        // The thread routes (`copilotkit_threads`); no realtime metadata (that is a Phoenix
+        // socket to Intelligence, and would switch the client to Intelligence's memories).
+        "threadEndpoints": {"list": true, "inspect": true, "mutations": true, "realtimeMetadata": false},
         "suggestions": false,
         "a2uiEnabled": false,
         "openGenerativeUIEnabled": false,
@@ -139,12 +141,23 @@ async fn connect(
     // The whole conversation as what the client holds: the run's reattach to the last task
     // then sends it complete in its `MESSAGES_SNAPSHOT` (a snapshot deletes what it leaves
     // out), and follows the task if it still runs.
-    let oldest_first: Vec<&Task> = tasks.iter().rev().collect();
-    let held = history::merge(&input.messages, history::messages(&oldest_first));
+    let held = restored_messages(&input.messages, &tasks);
     input.messages = held.into_iter().map(Into::into).collect();
     input.resume.clear();
     let options = RunOptions::subscribe(last.id.clone(), context_id);
     super::start_run(&s, agent, &caller, body, options, "connect").await
+}
+
+/// The conversation a `connect` restores (the one home of it: CopilotKit's thread
+/// `messages`, `state` and `events` routes read it too, docs/copilotkit.md): the messages the
+/// client holds (`client`) merged with every turn of the thread's tasks (`tasks`, newest first
+/// as `ListTasks` answers), complete and in order.
+pub(crate) fn restored_messages(
+    client: &[crate::agui::input::Message],
+    tasks: &[Task],
+) -> Vec<crate::agui::event::Message> {
+    let oldest_first: Vec<&Task> = tasks.iter().rev().collect();
+    history::merge(client, history::messages(&oldest_first))
 }
 
 /// `POST {base}/agent/{id}/stop/{threadId}`: cancel the caller's thread's running tasks;

@@ -7,7 +7,7 @@
 
 use dashmap::DashMap;
 
-use super::ThreadRecord;
+use super::{ThreadMark, ThreadRecord};
 use crate::bridge::interrupt::InterruptId;
 use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 
@@ -28,6 +28,8 @@ pub(crate) struct MemoryStore {
     /// (agent, interruptId) -> until when its answer is claimed.
     answers: DashMap<(String, String), std::time::Instant>,
     capacity: usize,
+    /// (owner, agent, threadId) -> the caller's mark on the thread (CopilotKit's list).
+    marks: DashMap<Key, ThreadMark>,
 }
 
 impl Default for MemoryStore {
@@ -45,6 +47,7 @@ impl MemoryStore {
             tasks: DashMap::new(),
             answers: DashMap::new(),
             capacity: capacity.max(8),
+            marks: DashMap::new(),
         }
     }
 
@@ -153,6 +156,43 @@ impl MemoryStore {
     ) -> Option<(CallerId, ThreadId)> {
         let context = (agent.to_owned(), context_id.clone());
         self.owners.get(&context).map(|v| v.clone())
+    }
+
+    pub(crate) fn marks_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        limit: usize,
+    ) -> std::collections::HashMap<ThreadId, ThreadMark> {
+        self.marks
+            .iter()
+            .filter(|e| e.key().0 == *owner && e.key().1 == agent)
+            .take(limit)
+            .map(|e| (e.key().2.clone(), e.value().clone()))
+            .collect()
+    }
+
+    pub(crate) fn mark_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+    ) -> Option<ThreadMark> {
+        self.marks
+            .get(&Self::key(owner, agent, thread_id))
+            .map(|m| m.clone())
+    }
+
+    pub(crate) fn set_mark(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+        mark: &ThreadMark,
+    ) {
+        let key = Self::key(owner, agent, thread_id);
+        evict_if_full(&self.marks, &key, self.capacity);
+        self.marks.insert(key, mark.clone());
     }
 
     /// Bindings held.
