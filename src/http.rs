@@ -131,7 +131,9 @@ fn cors(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
     use axum::http::Method;
     tower_http::cors::CorsLayer::new()
         .allow_origin(origins.to_vec())
-        .allow_methods([Method::GET, Method::POST])
+        // PATCH and DELETE: CopilotKit's thread rename/unarchive and delete
+        // (`copilotkit_threads`).
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
         .allow_headers([header::CONTENT_TYPE, header::ACCEPT, header::AUTHORIZATION])
         // CopilotKit's `credentials: "include"`; only ever with the exact origins above.
         .allow_credentials(true)
