@@ -33,8 +33,11 @@
 //! - `POST {base}` (`endpoints/single-route-helpers.ts`, `core/fetch-handler.ts`): the
 //!   single-route envelope `{method, params, body}`; `method` is `info`, `agent/run`,
 //!   `agent/connect` (`params.agentId`, `body` the `RunAgentInput`) or `agent/stop`
-//!   (`params.agentId`, `params.threadId`). CopilotKit also has `agent/suggest`,
-//!   `transcribe` and `inspector/metadata`; the gateway has none of them (a 422).
+//!   (`params.agentId`, `params.threadId`), or `resource/request` (`params.path` under
+//!   `/threads`, `params.httpMethod`, `body`: the thread routes of
+//!   [`super::copilotkit_threads`], sent this way when `info` says
+//!   `singleRoute.resourceOperations`). CopilotKit also has `agent/suggest`, `transcribe` and
+//!   `inspector/metadata`; the gateway has none of them (a 422).
 //!
 //! A thread is the caller's (docs/design.md#11-security): one a caller has not started is new
 //! to them (an empty connect, nothing to stop); naming a context someone else created is a
@@ -77,6 +80,13 @@ pub(crate) fn routes(base: Option<&str>) -> Router<AppState> {
         .route(base, post(single_route))
 }
 
+/// What `info` advertises of the thread routes (`copilotkit_threads`): no realtime metadata
+/// (a Phoenix socket to Intelligence, which would also switch the client to Intelligence's
+/// memories).
+fn thread_endpoints() -> Value {
+    json!({"list": true, "inspect": true, "mutations": true, "realtimeMetadata": false})
+}
+
 /// `GET {base}/info`: the agents keyed by id, and the one answering as `default` under that
 /// id too (`copilotkit.default_agent`).
 async fn info(State(s): State<AppState>) -> Json<Value> {
@@ -95,9 +105,10 @@ async fn info(State(s): State<AppState>) -> Json<Value> {
         "agents": agents,
         "audioFileTranscriptionEnabled": false,
         "mode": "sse",
-        // The thread routes (`copilotkit_threads`); no realtime metadata (that is a Phoenix
-        // socket to Intelligence, and would switch the client to Intelligence's memories).
-        "threadEndpoints": {"list": true, "inspect": true, "mutations": true, "realtimeMetadata": false},
+        "threadEndpoints": thread_endpoints(),
+        // The single-route transport sends the thread routes in the envelope
+        // (`resource/request`) when told so, and then reads these `threadEndpoints`.
+        "singleRoute": {"resourceOperations": true, "threadEndpoints": thread_endpoints()},
         "suggestions": false,
         "a2uiEnabled": false,
         "openGenerativeUIEnabled": false,
@@ -289,8 +300,13 @@ async fn single_route(
             let stopped = stop(State(s), agent, Path((id, thread_id)), caller).await?;
             Ok(stopped.into_response())
         }
+        "resource/request" => {
+            let body = envelope.body.as_ref();
+            super::copilotkit_threads::resource(s, &parts, &envelope.params, body).await
+        }
         other => Err(RequestError::InvalidRunInput(format!(
-            "method {other:?} is not served here: info, agent/run, agent/connect or agent/stop"
+            "method {other:?} is not served here: info, agent/run, agent/connect, agent/stop or \
+             resource/request"
         ))),
     }
 }

@@ -650,6 +650,55 @@ async fn delete(
     Ok(Json(json!({"threadId": thread_id, "deleted": true})))
 }
 
+/// CopilotKit's single-route envelope for these routes (`method: "resource/request"`,
+/// `params: {path, httpMethod}`, `body`; `@copilotkit/core` `createSingleRouteResourceRequest`,
+/// used when `/info` says `singleRoute.resourceOperations`): the request as it would have come
+/// on its own route, with the envelope's caller. Only `/threads` paths are served (CopilotKit
+/// also sends `/memories` and `/annotate` this way: Intelligence's, not here).
+pub(crate) async fn resource(
+    s: AppState,
+    parts: &axum::http::request::Parts,
+    params: &serde_json::Map<String, Value>,
+    body: Option<&Value>,
+) -> Result<axum::response::Response, RequestError> {
+    use tower::ServiceExt;
+    let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
+    let (path, method) = (text("path"), text("httpMethod").to_ascii_uppercase());
+    let threads =
+        path == "/threads" || path.starts_with("/threads/") || path.starts_with("/threads?");
+    if !threads {
+        return Err(RequestError::InvalidRunInput(format!(
+            "params.path must be a /threads path, not {:?}",
+            crate::redact::Shown(path)
+        )));
+    }
+    let method: axum::http::Method = match method.as_str() {
+        "GET" | "POST" | "PATCH" | "DELETE" => method.parse().map_err(|_| RequestError::NoRoute)?,
+        _ => {
+            return Err(RequestError::InvalidRunInput(
+                "params.httpMethod must be GET, POST, PATCH or DELETE".into(),
+            ))
+        }
+    };
+    let base = s.copilotkit_base_path.clone().unwrap_or_default();
+    let uri: axum::http::Uri = format!("{base}{path}")
+        .parse()
+        .map_err(|_| RequestError::InvalidRunInput("params.path is not a path".into()))?;
+    let bytes = body
+        .map(|b| serde_json::to_vec(b).unwrap_or_default())
+        .unwrap_or_default();
+    let mut inner = Request::new(axum::body::Body::from(bytes));
+    *inner.method_mut() = method;
+    *inner.uri_mut() = uri;
+    *inner.headers_mut() = parts.headers.clone();
+    *inner.extensions_mut() = parts.extensions.clone();
+    let router = routes(Some(&base))
+        .fallback(|| async { RequestError::NoRoute })
+        .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed })
+        .with_state(s);
+    Ok(router.oneshot(inner).await.unwrap_or_else(|e| match e {}))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -310,6 +310,57 @@ async fn the_demo_agents_threads_list_read_rename_archive_and_delete() {
     let restored = snapshot_of(&connect(&gw, "demo", ALICE, "ck-a-one").await);
     assert_eq!(restored[0]["content"], "echo the first thread");
 
+    // The single-route envelope (`resource/request`), as CopilotKit's single transport sends
+    // the thread routes when `/info` says `singleRoute.resourceOperations`.
+    assert_eq!(info["singleRoute"]["resourceOperations"], true);
+    assert_eq!(
+        info["singleRoute"]["threadEndpoints"],
+        info["threadEndpoints"]
+    );
+    let envelope = |path: &str, method: &str, body: Value| json!({"method": "resource/request", "params": {"path": path, "httpMethod": method}, "body": body});
+    let (status, listed) = mutate(
+        &gw,
+        "POST",
+        "",
+        ALICE,
+        envelope("/threads?agentId=demo&limit=1", "GET", Value::Null),
+    )
+    .await;
+    assert_eq!(
+        (status, ids(&listed)),
+        (200, vec!["ck-a-two".to_owned()]),
+        "{listed}"
+    );
+    let rename = envelope(
+        "/threads/ck-a-two",
+        "PATCH",
+        json!({"agentId": "demo", "name": "Via the envelope"}),
+    );
+    let (status, renamed) = mutate(&gw, "POST", "", ALICE, rename.clone()).await;
+    assert_eq!(
+        (status, &renamed["name"]),
+        (200, &json!("Via the envelope")),
+        "{renamed}"
+    );
+    assert_eq!(mutate(&gw, "POST", "", BOB, rename).await.0, 404);
+    let (status, _) = call(
+        "POST",
+        &ck(&gw, ""),
+        None,
+        Some(envelope("/threads", "GET", Value::Null)),
+    )
+    .await;
+    assert_eq!(status, 401);
+    for (path, method) in [
+        ("/memories", "GET"),
+        ("/threads", "PUT"),
+        ("/agent/demo/run", "POST"),
+    ] {
+        let (status, err) =
+            mutate(&gw, "POST", "", ALICE, envelope(path, method, Value::Null)).await;
+        assert_eq!(status, 422, "{path} {method}: {err}");
+    }
+
     // Bad requests.
     for (method, path, body, status, code) in [
         (

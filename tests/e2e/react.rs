@@ -291,6 +291,14 @@ fn entry(id: &str, name: &str, archived: bool) -> (String, String, bool) {
 /// back when unarchived.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_thread_list_switches_renames_archives_and_deletes() {
+    for transport in ["rest", "single"] {
+        thread_list_session(transport).await;
+    }
+}
+
+/// The session of [`the_thread_list_switches_renames_archives_and_deletes`] on `transport`
+/// (`single`: CopilotKit sends the thread routes in the single-route envelope).
+async fn thread_list_session(transport: &str) {
     let port = free_port();
     let up = Upstream::start("both");
     let plain = format!("react-plain-{}", std::process::id());
@@ -316,6 +324,7 @@ async fn the_thread_list_switches_renames_archives_and_deletes() {
             "threadId": "react-t1",
             "key": KEY,
             "threads": "1",
+            "transport": transport,
             "steps": [
                 {"send": "echo first thread"},
                 {"goto": {"threadId": "react-t2"}, "messages": 0},
@@ -346,7 +355,7 @@ async fn the_thread_list_switches_renames_archives_and_deletes() {
             entry("react-t1", "echo first thread", false),
             entry(&plain, "echo from a plain client", false),
         ],
-        "{:#}",
+        "{transport}: {:#}",
         steps[4]
     );
     // Switching restores each conversation.
@@ -356,7 +365,7 @@ async fn the_thread_list_switches_renames_archives_and_deletes() {
             said("user", "echo first thread"),
             said("assistant", "first thread")
         ],
-        "{:#}",
+        "{transport}: {:#}",
         steps[5]
     );
     assert_eq!(steps[5]["threadId"], "react-t1");
@@ -366,23 +375,23 @@ async fn the_thread_list_switches_renames_archives_and_deletes() {
             said("user", "echo from a plain client"),
             said("assistant", "from a plain client")
         ],
-        "{:#}",
+        "{transport}: {:#}",
         steps[6]
     );
     for step in &steps[7..10] {
         let ops = step["threadOps"].as_array().unwrap();
         assert_eq!(ops.last().unwrap()["ok"], true, "{step:#}");
     }
-    assert!(
-        requests(&steps[8]).contains(&"POST /copilotkit/threads/react-t2/archive"),
-        "{:?}",
-        requests(&steps[8])
-    );
+    let archive = match transport {
+        "rest" => "POST /copilotkit/threads/react-t2/archive",
+        _ => "POST /copilotkit",
+    };
+    assert_eq!(requests(&steps[8]), [archive], "{transport}");
     // After a reload: renamed, archived (hidden) and deleted (gone) as left.
     assert_eq!(
         listed(&steps[11]),
         [entry("react-t1", "Renamed in the app", false)],
-        "{:#}",
+        "{transport}: {:#}",
         steps[11]
     );
     assert_eq!(
@@ -391,7 +400,7 @@ async fn the_thread_list_switches_renames_archives_and_deletes() {
             entry("react-t2", "echo second thread", true),
             entry("react-t1", "Renamed in the app", false),
         ],
-        "{:#}",
+        "{transport}: {:#}",
         steps[13]
     );
     assert_eq!(
@@ -400,7 +409,7 @@ async fn the_thread_list_switches_renames_archives_and_deletes() {
             entry("react-t2", "echo second thread", false),
             entry("react-t1", "Renamed in the app", false),
         ],
-        "{:#}",
+        "{transport}: {:#}",
         steps[16]
     );
 }
