@@ -52,7 +52,6 @@ use serde_json::{json, Map, Value};
 
 use super::encoding::Encoding;
 use super::{threads, AgentRef};
-use crate::a2a::model::Task;
 use crate::agui::{Event, RunAgentInput};
 use crate::app::state::AppState;
 use crate::auth::Caller;
@@ -152,23 +151,11 @@ async fn connect(
     // The whole conversation as what the client holds: the run's reattach to the last task
     // then sends it complete in its `MESSAGES_SNAPSHOT` (a snapshot deletes what it leaves
     // out), and follows the task if it still runs.
-    let held = restored_messages(&input.messages, &tasks);
+    let held = history::restored(&input.messages, &tasks);
     input.messages = held.into_iter().map(Into::into).collect();
     input.resume.clear();
     let options = RunOptions::subscribe(last.id.clone(), context_id);
     super::start_run(&s, agent, &caller, body, options, "connect").await
-}
-
-/// The conversation a `connect` restores (the one home of it: CopilotKit's thread
-/// `messages`, `state` and `events` routes read it too, docs/copilotkit.md): the messages the
-/// client holds (`client`) merged with every turn of the thread's tasks (`tasks`, newest first
-/// as `ListTasks` answers), complete and in order.
-pub(crate) fn restored_messages(
-    client: &[crate::agui::input::Message],
-    tasks: &[Task],
-) -> Vec<crate::agui::event::Message> {
-    let oldest_first: Vec<&Task> = tasks.iter().rev().collect();
-    history::merge(client, history::messages(&oldest_first))
 }
 
 /// `POST {base}/agent/{id}/stop/{threadId}`: cancel the caller's thread's running tasks;

@@ -23,8 +23,7 @@
 //! - A thread's `name` is the caller's rename, else its first user message clipped to
 //!   [`TITLE_CHARS`] characters, else `null`.
 //! - `messages`, `state` and `events` are what `connect` restores
-//!   ([`copilotkit::restored_messages`], then the same `reattach` projection the run path
-//!   makes): the same messages, ids and order.
+//!   ([`history::restored`], then the same `reattach` projection the run path makes): the same messages, ids and order.
 //! - Marks ([`ThreadMark`]) are per caller and agent, kept in the binding store; they never
 //!   touch the A2A history. A store that does not answer is a `503 store_unavailable`, never
 //!   a list that shows deleted threads or a mutation reported as kept.
@@ -42,13 +41,13 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{copilotkit, threads, AgentRef};
+use super::{threads, AgentRef};
 use crate::a2a::model::Task;
 use crate::agui::{Event, Role};
 use crate::app::state::AppState;
 use crate::auth::Caller;
 use crate::bridge::threads::{InboxThread, ThreadSummary};
-use crate::bridge::{Projector, RunFrame};
+use crate::bridge::{history, Projector, RunFrame};
 use crate::error::RequestError;
 use crate::ids::{ContextId, ThreadId};
 use crate::registry::Agent;
@@ -326,7 +325,7 @@ fn epoch() -> String {
 /// The first user message of the conversation `connect` restores, clipped to
 /// [`TITLE_CHARS`] characters (`None`: no user message with text).
 fn title(tasks: &[Task]) -> Option<String> {
-    let messages = copilotkit::restored_messages(&[], tasks);
+    let messages = history::restored(&[], tasks);
     let first = messages.iter().find(|m| m.role == Role::User)?;
     let text = match first.content.as_ref()? {
         Value::String(text) => text.clone(),
@@ -400,7 +399,7 @@ fn check_id(s: &AppState, thread_id: &ThreadId) -> Result<(), RequestError> {
 /// its state, the complete `MESSAGES_SNAPSHOT`, and its end when the task no longer runs;
 /// and the state it leaves.
 fn replay(s: &AppState, thread_id: &ThreadId, found: &Found) -> (Vec<Event>, Value) {
-    let held: Vec<crate::agui::input::Message> = copilotkit::restored_messages(&[], &found.tasks)
+    let held: Vec<crate::agui::input::Message> = history::restored(&[], &found.tasks)
         .into_iter()
         .map(Into::into)
         .collect();

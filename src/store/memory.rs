@@ -282,6 +282,27 @@ mod tests {
     }
 
     #[test]
+    fn thread_marks_are_per_owner_and_agent() {
+        let s = MemoryStore::default();
+        let mark = ThreadMark {
+            name: Some("n".into()),
+            archived: true,
+            ..Default::default()
+        };
+        s.set_mark(&who("alice"), "a", &thread("t"), &mark);
+        assert_eq!(
+            s.mark_of(&who("alice"), "a", &thread("t")),
+            Some(mark.clone())
+        );
+        assert_eq!(s.mark_of(&who("bob"), "a", &thread("t")), None);
+        assert_eq!(s.mark_of(&who("alice"), "b", &thread("t")), None);
+        let marks = s.marks_of(&who("alice"), "a", 10);
+        assert_eq!(marks.len(), 1);
+        assert_eq!(marks[&thread("t")], mark);
+        assert!(s.marks_of(&who("bob"), "a", 10).is_empty());
+    }
+
+    #[test]
     fn stays_bounded_and_evicts() {
         let s = MemoryStore::with_capacity(64);
         for i in 0..1_000 {

@@ -631,6 +631,19 @@ mod tests {
         assert_eq!(threads_key(&owner, "a"), "agui-a2a-gateway:threads:o%3A1:a");
         assert_eq!(owner_key("a", &context), "agui-a2a-gateway:context:a:c%3A1");
         assert_eq!(owner_record(&owner, &thread), r#"["o:1","t%1"]"#);
+        assert_eq!(
+            marks_key(&owner, "a:b"),
+            "agui-a2a-gateway:marks:o%3A1:a%3Ab"
+        );
+        let mark = ThreadMark {
+            name: Some("n".into()),
+            archived: true,
+            deleted: false,
+            updated_at: None,
+        };
+        let json = r#"{"name":"n","archived":true,"deleted":false}"#;
+        assert_eq!(serde_json::to_string(&mark).unwrap(), json);
+        assert_eq!(serde_json::from_str::<ThreadMark>(json).unwrap(), mark);
         let record = ThreadRecord {
             thread_id: thread,
             context_id: context,

@@ -476,7 +476,7 @@ async fn the_reference_agents_threads_over_each_binding() {
         assert_eq!(thread(&alices, &mine)["name"], "echo via the gateway");
         assert_eq!(thread(&alices, &plain)["name"], "echo from a plain client");
         let bobs = list(&gw, BOB, "ref", "").await;
-        assert_eq!(ids(&bobs), [plain.clone()], "{binding}: {bobs}");
+        assert_eq!(ids(&bobs), [plain.as_str()], "{binding}: {bobs}");
 
         assert_reads_as_connect(&gw, "ref", ALICE, &mine).await;
 
@@ -500,7 +500,7 @@ async fn the_reference_agents_threads_over_each_binding() {
         .await;
         assert_eq!(status, 200);
         let alices = list(&gw, ALICE, "ref", "").await;
-        assert_eq!(ids(&alices), [mine.clone()], "{binding}");
+        assert_eq!(ids(&alices), [mine.as_str()], "{binding}");
         assert_eq!(thread(&alices, &mine)["name"], "Mine");
         let bobs = list(&gw, BOB, "ref", "").await;
         assert_eq!(thread(&bobs, &plain)["archived"], false, "{binding}");
