@@ -419,14 +419,8 @@ pub(crate) async fn read_run(
     caller: &Caller,
     req: Request,
 ) -> Result<RunBody, RequestError> {
-    if let Some(limiter) = &s.run_limiter {
-        let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
-        let key = ratelimit::RunLimiter::key(caller.id.as_str(), caller.is_anonymous(), addr);
-        if let Err(wait) = limiter.check(&key) {
-            s.metrics.rate_limited();
-            return Err(RequestError::RateLimited(wait));
-        }
-    }
+    let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
+    check_rate(s, caller, addr)?;
     if !is_json(&req) {
         return Err(RequestError::UnsupportedMediaType);
     }
@@ -446,6 +440,24 @@ pub(crate) async fn read_run(
         headers,
         permit,
     })
+}
+
+/// Takes one token of the caller's `rate_limits` bucket (the client's address for the
+/// anonymous caller): `429 rate_limited` when it is empty. Runs, and the CopilotKit thread
+/// reads that call the upstream as a `connect` does.
+pub(crate) fn check_rate(
+    s: &AppState,
+    caller: &Caller,
+    addr: Option<std::net::IpAddr>,
+) -> Result<(), RequestError> {
+    if let Some(limiter) = &s.run_limiter {
+        let key = ratelimit::RunLimiter::key(caller.id.as_str(), caller.is_anonymous(), addr);
+        if let Err(wait) = limiter.check(&key) {
+            s.metrics.rate_limited();
+            return Err(RequestError::RateLimited(wait));
+        }
+    }
+    Ok(())
 }
 
 /// A request body, within `limits.max_body_bytes` and `timeouts.body_read`.

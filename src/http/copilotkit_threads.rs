@@ -27,6 +27,9 @@
 //! - Marks ([`ThreadMark`]) are per caller and agent, kept in the binding store; they never
 //!   touch the A2A history. A store that does not answer is a `503 store_unavailable`, never
 //!   a list that shows deleted threads or a mutation reported as kept.
+//! - The list and the reads call the upstream as a `connect` does, and take a token of the
+//!   caller's `rate_limits` bucket as runs do; the mutations touch the store only (an
+//!   upstream check at most) and take none.
 //! - Someone else's thread is a 404; an agent named by `agentId` that cannot be read is a
 //!   502/504; the list across agents names the unreadable ones in `unavailable`.
 
@@ -36,12 +39,12 @@ use std::sync::Arc;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::routing::{get, patch, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{threads, AgentRef};
+use super::{threads, AgentRef, ClientAddr};
 use crate::a2a::model::Task;
 use crate::agui::{Event, Role};
 use crate::app::state::AppState;
@@ -169,8 +172,10 @@ fn store_error(kind: crate::store::FailureKind) -> RequestError {
 async fn list(
     State(s): State<AppState>,
     caller: Caller,
+    addr: Option<Extension<ClientAddr>>,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
+    super::check_rate(&s, &caller, addr.map(|a| a.0 .0.ip()))?;
     let Query(q) = q.map_err(|e| RequestError::InvalidQuery(e.body_text()))?;
     let (offset, size) = bounds(&q)?;
     let include_archived = q.include_archived.as_deref() == Some("true");
@@ -240,33 +245,46 @@ async fn records(
     marks: &HashMap<String, HashMap<ThreadId, ThreadMark>>,
     page: Vec<InboxThread>,
 ) -> Vec<ThreadRecord> {
-    let reads = page.into_iter().map(|item| async move {
-        let agent = agents.iter().find(|(shown, _)| *shown == item.agent);
-        let tasks = match agent {
-            Some((_, agent)) => {
-                let t = &item.thread;
-                threads::tasks_of(s, agent, caller, &t.thread_id, &t.context_id)
+    // Owned inputs: the reads' futures borrow nothing of the page.
+    let inputs: Vec<(usize, Option<Arc<Agent>>, ThreadId, ContextId)> = page
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let agent = agents.iter().find(|(shown, _)| *shown == item.agent);
+            let t = &item.thread;
+            let agent = agent.map(|(_, a)| a.clone());
+            (i, agent, t.thread_id.clone(), t.context_id.clone())
+        })
+        .collect();
+    let reads = inputs
+        .into_iter()
+        .map(|(i, agent, thread_id, context_id)| async move {
+            let tasks = match agent {
+                Some(agent) => threads::tasks_of(s, &agent, caller, &thread_id, &context_id)
                     .await
-                    .ok()
+                    .ok(),
+                None => None,
+            };
+            (i, tasks)
+        });
+    let mut reads = futures::stream::iter(reads).buffer_unordered(READ_CONCURRENCY);
+    let mut histories: Vec<Option<Vec<Task>>> = vec![None; page.len()];
+    // What was read by the deadline counts; the rest of the page keeps its rename (or no name).
+    let deadline = tokio::time::Instant::now() + s.timeouts.upstream_call();
+    loop {
+        match tokio::time::timeout_at(deadline, reads.next()).await {
+            Ok(Some((i, tasks))) => histories[i] = tasks,
+            Ok(None) => break,
+            Err(_) => {
+                tracing::warn!(
+                    "the CopilotKit thread list could not read every thread's history in time"
+                );
+                break;
             }
-            None => None,
-        };
-        (item, tasks)
-    });
-    let read_all = futures::stream::iter(reads)
-        .buffered(READ_CONCURRENCY)
-        .collect::<Vec<_>>();
-    let bound = s.timeouts.upstream_call();
-    let read = tokio::time::timeout(bound, read_all).await;
-    let read = match read {
-        Ok(read) => read,
-        Err(_) => {
-            tracing::warn!(
-                "the CopilotKit thread list could not read the threads' histories in time"
-            );
-            Vec::new()
         }
-    };
+    }
+    drop(reads);
+    let read = page.into_iter().zip(histories);
     read.into_iter()
         .map(|(item, tasks)| {
             let mark = marks
@@ -421,12 +439,14 @@ type Read = (
     State<AppState>,
     Path<ThreadId>,
     Caller,
+    Option<Extension<ClientAddr>>,
     Result<Query<ThreadQuery>, QueryRejection>,
 );
 
 async fn read(
-    (State(s), Path(thread_id), caller, q): Read,
+    (State(s), Path(thread_id), caller, addr, q): Read,
 ) -> Result<(Vec<Event>, Value), RequestError> {
+    super::check_rate(&s, &caller, addr.map(|a| a.0 .0.ip()))?;
     let Query(q) = q.map_err(|e| RequestError::InvalidQuery(e.body_text()))?;
     let found = find(&s, &caller, &thread_id, q.agent_id.as_deref()).await?;
     Ok(replay(&s, &thread_id, &found))
@@ -437,9 +457,10 @@ async fn messages(
     s: State<AppState>,
     id: Path<ThreadId>,
     caller: Caller,
+    addr: Option<Extension<ClientAddr>>,
     q: Result<Query<ThreadQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
-    let (events, _) = read((s, id, caller, q)).await?;
+    let (events, _) = read((s, id, caller, addr, q)).await?;
     let messages = events
         .into_iter()
         .find_map(|e| match e {
@@ -455,9 +476,10 @@ async fn state(
     s: State<AppState>,
     id: Path<ThreadId>,
     caller: Caller,
+    addr: Option<Extension<ClientAddr>>,
     q: Result<Query<ThreadQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
-    let (_, state) = read((s, id, caller, q)).await?;
+    let (_, state) = read((s, id, caller, addr, q)).await?;
     Ok(Json(json!({ "state": state })))
 }
 
@@ -466,9 +488,10 @@ async fn events(
     s: State<AppState>,
     id: Path<ThreadId>,
     caller: Caller,
+    addr: Option<Extension<ClientAddr>>,
     q: Result<Query<ThreadQuery>, QueryRejection>,
 ) -> Result<Json<Value>, RequestError> {
-    let (events, _) = read((s, id, caller, q)).await?;
+    let (events, _) = read((s, id, caller, addr, q)).await?;
     Ok(Json(json!({ "events": events })))
 }
 

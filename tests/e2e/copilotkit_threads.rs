@@ -611,3 +611,34 @@ async fn an_agent_that_cannot_be_read_is_named_not_empty() {
         json!([{"agent": "gone", "code": "upstream_unavailable"}])
     );
 }
+
+/// The list and the reads call the upstream as `connect` does: they draw on the caller's
+/// `rate_limits` bucket like runs (`429 rate_limited` with `Retry-After`); mutations do not.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_list_and_reads_are_rate_limited_like_runs() {
+    let config = json!({"auth": auth(), "rate_limits": {"runs_per_minute": 1, "burst": 2}});
+    let gw = Gateway::start(&config.to_string(), true).await;
+    run(&gw, "demo", ALICE, "ck-rate", 1, "echo limited").await;
+    let (status, _) = call("GET", &ck(&gw, "/threads?agentId=demo"), Some(ALICE), None).await;
+    assert_eq!(status, 200);
+    let resp = reqwest::Client::new()
+        .get(ck(&gw, "/threads/ck-rate/messages"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    assert!(resp.headers().contains_key("retry-after"));
+    let (status, body) = mutate(
+        &gw,
+        "POST",
+        "/threads/ck-rate/archive",
+        ALICE,
+        json!({"agentId": "demo"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Another caller's bucket is its own.
+    let (status, _) = call("GET", &ck(&gw, "/threads?agentId=demo"), Some(BOB), None).await;
+    assert_eq!(status, 200);
+}
