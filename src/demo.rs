@@ -70,7 +70,7 @@ mod jsonrpc;
 mod rest;
 mod scenarios;
 mod store;
-mod wire;
+pub(crate) mod wire;
 
 use scenarios::{is_final, play, Emitter, Scenario, Step};
 use store::{AgentMessage, AtCapacity, Limits, Store, Subscription, TaskView, Turn, Update};

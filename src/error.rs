@@ -107,6 +107,13 @@ pub(crate) enum RequestError {
     /// The gateway could not authenticate to an agent a listing needs.
     #[error("{0}")]
     UpstreamAuthFailed(String),
+    /// A CopilotKit thread mutation whose body is not one (docs/copilotkit.md).
+    #[error("{0}")]
+    InvalidThreadUpdate(String),
+    /// The binding store did not answer where the answer depends on it (CopilotKit's thread
+    /// list and its mutations, docs/copilotkit.md).
+    #[error("the binding store did not answer ({0}); retry later")]
+    StoreUnavailable(&'static str),
 }
 
 /// The code of an upstream that cannot be reached, before a stream (a 502) or in one.
@@ -148,6 +155,8 @@ impl RequestError {
             Self::UpstreamUnavailable(_) => UPSTREAM_UNAVAILABLE,
             Self::UpstreamTimeout(_) => UPSTREAM_TIMEOUT,
             Self::UpstreamAuthFailed(_) => UPSTREAM_AUTH_FAILED,
+            Self::InvalidThreadUpdate(_) => "invalid_thread_update",
+            Self::StoreUnavailable(_) => "store_unavailable",
         }
     }
 
@@ -155,7 +164,7 @@ impl RequestError {
     /// docs/design.md#3-http-surface), if any.
     pub(crate) fn retry_after(&self) -> Option<u64> {
         match self {
-            Self::TooManyRuns(_) => Some(1),
+            Self::TooManyRuns(_) | Self::StoreUnavailable(_) => Some(1),
             Self::RateLimited(secs) => Some((*secs).max(1)),
             _ => None,
         }
@@ -181,7 +190,8 @@ impl RequestError {
             | Self::NoTask
             | Self::NoUserMessage
             | Self::EmptyMessage
-            | Self::IdTooLong { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            | Self::IdTooLong { .. }
+            | Self::InvalidThreadUpdate(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BodyTooLarge(_) | Self::StateTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -193,6 +203,7 @@ impl RequestError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::UpstreamUnavailable(_) | Self::UpstreamAuthFailed(_) => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -335,6 +346,8 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         UpstreamUnavailable(String::new()),
         UpstreamTimeout(String::new()),
         UpstreamAuthFailed(String::new()),
+        InvalidThreadUpdate(String::new()),
+        StoreUnavailable("timeout"),
     ];
     // A new variant fails to compile here until it is added to the list above.
     for e in &all {
@@ -364,7 +377,9 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
             | MethodNotAllowed
             | UpstreamUnavailable(_)
             | UpstreamTimeout(_)
-            | UpstreamAuthFailed(_) => {}
+            | UpstreamAuthFailed(_)
+            | InvalidThreadUpdate(_)
+            | StoreUnavailable(_) => {}
         }
     }
     all

@@ -36,6 +36,7 @@ use crate::run::{self, RunRequest};
 
 pub(crate) mod console;
 pub(crate) mod copilotkit;
+pub(crate) mod copilotkit_threads;
 #[cfg(test)]
 mod differential_tests;
 pub(crate) mod encoding;
@@ -130,7 +131,9 @@ fn cors(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
     use axum::http::Method;
     tower_http::cors::CorsLayer::new()
         .allow_origin(origins.to_vec())
-        .allow_methods([Method::GET, Method::POST])
+        // PATCH and DELETE: CopilotKit's thread rename/unarchive and delete
+        // (`copilotkit_threads`).
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
         .allow_headers([header::CONTENT_TYPE, header::ACCEPT, header::AUTHORIZATION])
         // CopilotKit's `credentials: "include"`; only ever with the exact origins above.
         .allow_credentials(true)
@@ -155,6 +158,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents/{name}/threads/{thread_id}", get(threads::detail))
         .route("/threads", get(threads::inbox))
         .merge(copilotkit::routes(state.copilotkit_base_path.as_deref()))
+        .merge(copilotkit_threads::routes(
+            state.copilotkit_base_path.as_deref(),
+        ))
         .merge(guarded_metrics)
         .fallback(|| async { RequestError::NoRoute })
         .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed })
@@ -417,14 +423,8 @@ pub(crate) async fn read_run(
     caller: &Caller,
     req: Request,
 ) -> Result<RunBody, RequestError> {
-    if let Some(limiter) = &s.run_limiter {
-        let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
-        let key = ratelimit::RunLimiter::key(caller.id.as_str(), caller.is_anonymous(), addr);
-        if let Err(wait) = limiter.check(&key) {
-            s.metrics.rate_limited();
-            return Err(RequestError::RateLimited(wait));
-        }
-    }
+    let addr = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
+    check_rate(s, caller, addr)?;
     if !is_json(&req) {
         return Err(RequestError::UnsupportedMediaType);
     }
@@ -444,6 +444,24 @@ pub(crate) async fn read_run(
         headers,
         permit,
     })
+}
+
+/// Takes one token of the caller's `rate_limits` bucket (the client's address for the
+/// anonymous caller): `429 rate_limited` when it is empty. Runs, and the CopilotKit thread
+/// reads that call the upstream as a `connect` does.
+pub(crate) fn check_rate(
+    s: &AppState,
+    caller: &Caller,
+    addr: Option<std::net::IpAddr>,
+) -> Result<(), RequestError> {
+    if let Some(limiter) = &s.run_limiter {
+        let key = ratelimit::RunLimiter::key(caller.id.as_str(), caller.is_anonymous(), addr);
+        if let Err(wait) = limiter.check(&key) {
+            s.metrics.rate_limited();
+            return Err(RequestError::RateLimited(wait));
+        }
+    }
+    Ok(())
 }
 
 /// A request body, within `limits.max_body_bytes` and `timeouts.body_read`.
@@ -977,7 +995,7 @@ mod tests {
         }
         // The router's operations, each described (a route added without its description
         // fails here).
-        assert_eq!(operations, 17);
+        assert_eq!(operations, 24);
         let unrouted = HttpRequest::builder()
             .uri("/nope")
             .body(Body::empty())

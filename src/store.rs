@@ -343,3 +343,82 @@ impl Store {
         }
     }
 }
+
+/// What a caller did to one of its threads in CopilotKit's thread list
+/// (docs/copilotkit.md#the-thread-list): a rename, archived, deleted. Per caller and agent,
+/// kept with the binding store's life (`binding_ttl_s` on Redis); it only hides or names a
+/// thread for that caller and never touches the A2A history.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ThreadMark {
+    /// The caller's name for the thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub archived: bool,
+    #[serde(default)]
+    pub deleted: bool,
+    /// When the caller last changed the mark (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+/// Marks read for one owner and agent at most (more are left out of the read).
+pub(crate) const MARKS_LIMIT: usize = 2_000;
+
+impl Store {
+    /// `owner`'s thread marks on `agent` (at most [`MARKS_LIMIT`]); `Err` with the failure's
+    /// kind when the store does not answer (counted): the thread list must not show what
+    /// the caller deleted as if the store had nothing.
+    pub(crate) async fn marks_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+    ) -> Result<std::collections::HashMap<ThreadId, ThreadMark>, FailureKind> {
+        match &self.kind {
+            Kind::Memory(m) => Ok(m.marks_of(owner, agent, MARKS_LIMIT)),
+            Kind::Redis(r) => r.marks_of(owner, agent, MARKS_LIMIT).await.map_err(|e| {
+                self.errors.add(e.kind());
+                e.kind()
+            }),
+        }
+    }
+
+    /// The mark of `owner`'s `thread_id` on `agent`, if any.
+    pub(crate) async fn mark_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+    ) -> Result<Option<ThreadMark>, FailureKind> {
+        match &self.kind {
+            Kind::Memory(m) => Ok(m.mark_of(owner, agent, thread_id)),
+            Kind::Redis(r) => r.mark_of(owner, agent, thread_id).await.map_err(|e| {
+                self.errors.add(e.kind());
+                e.kind()
+            }),
+        }
+    }
+
+    /// Records the mark of `owner`'s `thread_id` on `agent`; `Err` when the store did not
+    /// keep it (the caller is told: a rename or a delete that was not kept is no success).
+    pub(crate) async fn set_mark(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+        mark: &ThreadMark,
+    ) -> Result<(), FailureKind> {
+        match &self.kind {
+            Kind::Memory(m) => {
+                m.set_mark(owner, agent, thread_id, mark);
+                Ok(())
+            }
+            Kind::Redis(r) => r.set_mark(owner, agent, thread_id, mark).await.map_err(|e| {
+                self.errors.add(e.kind());
+                tracing::warn!(store = %r, agent, kind = e.kind().as_str(), reason = %e, "thread mark not stored");
+                e.kind()
+            }),
+        }
+    }
+}

@@ -244,6 +244,18 @@ pub(crate) fn merge(
     out
 }
 
+/// The conversation a CopilotKit `connect` restores (the one home of it: CopilotKit's thread
+/// `messages`, `state` and `events` routes read the same, docs/copilotkit.md): the messages the
+/// client holds (`client`) merged with every turn of the thread's tasks (`tasks`, newest first
+/// as `ListTasks` answers), complete and in order.
+pub(crate) fn restored(
+    client: &[crate::agui::input::Message],
+    tasks: &[Task],
+) -> Vec<event::Message> {
+    let oldest_first: Vec<&Task> = tasks.iter().rev().collect();
+    merge(client, messages(&oldest_first))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

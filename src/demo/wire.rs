@@ -271,7 +271,7 @@ pub(super) fn sse(frames: impl futures::Stream<Item = Value> + Send + 'static) -
 }
 
 /// An instant as RFC 3339 UTC with microseconds (`2024-10-04T12:00:00.000000Z`).
-pub(super) fn rfc3339(at: SystemTime) -> String {
+pub(crate) fn rfc3339(at: SystemTime) -> String {
     let d = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);

@@ -33,8 +33,11 @@
 //! - `POST {base}` (`endpoints/single-route-helpers.ts`, `core/fetch-handler.ts`): the
 //!   single-route envelope `{method, params, body}`; `method` is `info`, `agent/run`,
 //!   `agent/connect` (`params.agentId`, `body` the `RunAgentInput`) or `agent/stop`
-//!   (`params.agentId`, `params.threadId`). CopilotKit also has `agent/suggest`,
-//!   `transcribe` and `inspector/metadata`; the gateway has none of them (a 422).
+//!   (`params.agentId`, `params.threadId`), or `resource/request` (`params.path` under
+//!   `/threads`, `params.httpMethod`, `body`: the thread routes of
+//!   [`super::copilotkit_threads`], sent this way when `info` says
+//!   `singleRoute.resourceOperations`). CopilotKit also has `agent/suggest`, `transcribe` and
+//!   `inspector/metadata`; the gateway has none of them (a 422).
 //!
 //! A thread is the caller's (docs/design.md#11-security): one a caller has not started is new
 //! to them (an empty connect, nothing to stop); naming a context someone else created is a
@@ -49,7 +52,6 @@ use serde_json::{json, Map, Value};
 
 use super::encoding::Encoding;
 use super::{threads, AgentRef};
-use crate::a2a::model::Task;
 use crate::agui::{Event, RunAgentInput};
 use crate::app::state::AppState;
 use crate::auth::Caller;
@@ -77,6 +79,13 @@ pub(crate) fn routes(base: Option<&str>) -> Router<AppState> {
         .route(base, post(single_route))
 }
 
+/// What `info` advertises of the thread routes (`copilotkit_threads`): no realtime metadata
+/// (a Phoenix socket to Intelligence, which would also switch the client to Intelligence's
+/// memories).
+fn thread_endpoints() -> Value {
+    json!({"list": true, "inspect": true, "mutations": true, "realtimeMetadata": false})
+}
+
 /// `GET {base}/info`: the agents keyed by id, and the one answering as `default` under that
 /// id too (`copilotkit.default_agent`).
 async fn info(State(s): State<AppState>) -> Json<Value> {
@@ -95,7 +104,10 @@ async fn info(State(s): State<AppState>) -> Json<Value> {
         "agents": agents,
         "audioFileTranscriptionEnabled": false,
         "mode": "sse",
-        "threadEndpoints": {"list": false, "inspect": false, "mutations": false, "realtimeMetadata": false},
+        "threadEndpoints": thread_endpoints(),
+        // The single-route transport sends the thread routes in the envelope
+        // (`resource/request`) when told so, and then reads these `threadEndpoints`.
+        "singleRoute": {"resourceOperations": true, "threadEndpoints": thread_endpoints()},
         "suggestions": false,
         "a2uiEnabled": false,
         "openGenerativeUIEnabled": false,
@@ -139,8 +151,7 @@ async fn connect(
     // The whole conversation as what the client holds: the run's reattach to the last task
     // then sends it complete in its `MESSAGES_SNAPSHOT` (a snapshot deletes what it leaves
     // out), and follows the task if it still runs.
-    let oldest_first: Vec<&Task> = tasks.iter().rev().collect();
-    let held = history::merge(&input.messages, history::messages(&oldest_first));
+    let held = history::restored(&input.messages, &tasks);
     input.messages = held.into_iter().map(Into::into).collect();
     input.resume.clear();
     let options = RunOptions::subscribe(TaskId::new(&last.id), context_id);
@@ -280,8 +291,13 @@ async fn single_route(
             let stopped = stop(State(s), agent, Path((id, thread_id)), caller).await?;
             Ok(stopped.into_response())
         }
+        "resource/request" => {
+            let body = envelope.body.as_ref();
+            super::copilotkit_threads::resource(s, &parts, &envelope.params, body).await
+        }
         other => Err(RequestError::InvalidRunInput(format!(
-            "method {other:?} is not served here: info, agent/run, agent/connect or agent/stop"
+            "method {other:?} is not served here: info, agent/run, agent/connect, agent/stop or \
+             resource/request"
         ))),
     }
 }

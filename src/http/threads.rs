@@ -300,7 +300,7 @@ fn projected_state(
 
 /// The conversations of `agent` the caller may see, newest first, and their source; a 502
 /// or 504 when the agent cannot be read.
-async fn visible_threads(
+pub(crate) async fn visible_threads(
     s: &AppState,
     agent: &Agent,
     caller: &Caller,

@@ -7,7 +7,7 @@
 
 use dashmap::DashMap;
 
-use super::ThreadRecord;
+use super::{ThreadMark, ThreadRecord};
 use crate::bridge::interrupt::InterruptId;
 use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 
@@ -28,6 +28,8 @@ pub(crate) struct MemoryStore {
     /// (agent, interruptId) -> until when its answer is claimed.
     answers: DashMap<(String, String), std::time::Instant>,
     capacity: usize,
+    /// (owner, agent, threadId) -> the caller's mark on the thread (CopilotKit's list).
+    marks: DashMap<Key, ThreadMark>,
 }
 
 impl Default for MemoryStore {
@@ -45,6 +47,7 @@ impl MemoryStore {
             tasks: DashMap::new(),
             answers: DashMap::new(),
             capacity: capacity.max(8),
+            marks: DashMap::new(),
         }
     }
 
@@ -155,6 +158,43 @@ impl MemoryStore {
         self.owners.get(&context).map(|v| v.clone())
     }
 
+    pub(crate) fn marks_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        limit: usize,
+    ) -> std::collections::HashMap<ThreadId, ThreadMark> {
+        self.marks
+            .iter()
+            .filter(|e| e.key().0 == *owner && e.key().1 == agent)
+            .take(limit)
+            .map(|e| (e.key().2.clone(), e.value().clone()))
+            .collect()
+    }
+
+    pub(crate) fn mark_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+    ) -> Option<ThreadMark> {
+        self.marks
+            .get(&Self::key(owner, agent, thread_id))
+            .map(|m| m.clone())
+    }
+
+    pub(crate) fn set_mark(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+        mark: &ThreadMark,
+    ) {
+        let key = Self::key(owner, agent, thread_id);
+        evict_if_full(&self.marks, &key, self.capacity);
+        self.marks.insert(key, mark.clone());
+    }
+
     /// Bindings held.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -239,6 +279,27 @@ mod tests {
         // A rebind replaces.
         s.put(&who("alice"), "a", &thread("t"), &context("c5"));
         assert_eq!(s.get(&who("alice"), "a", &thread("t")), Some(context("c5")));
+    }
+
+    #[test]
+    fn thread_marks_are_per_owner_and_agent() {
+        let s = MemoryStore::default();
+        let mark = ThreadMark {
+            name: Some("n".into()),
+            archived: true,
+            ..Default::default()
+        };
+        s.set_mark(&who("alice"), "a", &thread("t"), &mark);
+        assert_eq!(
+            s.mark_of(&who("alice"), "a", &thread("t")),
+            Some(mark.clone())
+        );
+        assert_eq!(s.mark_of(&who("bob"), "a", &thread("t")), None);
+        assert_eq!(s.mark_of(&who("alice"), "b", &thread("t")), None);
+        let marks = s.marks_of(&who("alice"), "a", 10);
+        assert_eq!(marks.len(), 1);
+        assert_eq!(marks[&thread("t")], mark);
+        assert!(s.marks_of(&who("bob"), "a", 10).is_empty());
     }
 
     #[test]

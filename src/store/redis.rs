@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{FailureKind, ThreadRecord};
+use super::{FailureKind, ThreadMark, ThreadRecord};
 use crate::bridge::interrupt::InterruptId;
 use crate::config::RedisSettings;
 use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
@@ -462,6 +462,95 @@ impl RedisStore {
     }
 }
 
+/// Prefix of the thread marks (CopilotKit's list): one hash per owner and agent, threadId ->
+/// [`ThreadMark`] JSON.
+pub(crate) const MARKS_PREFIX: &str = "agui-a2a-gateway:marks:";
+
+/// The Redis key of `owner`'s thread marks on `agent`.
+pub(crate) fn marks_key(owner: &CallerId, agent: &str) -> String {
+    let mut key = String::from(MARKS_PREFIX);
+    escape_into(&mut key, owner.as_str());
+    key.push(':');
+    escape_into(&mut key, agent);
+    key
+}
+
+impl RedisStore {
+    /// `owner`'s thread marks on `agent` (`HSCAN`, bounded like [`Self::threads_of`]), the
+    /// hash's life renewed.
+    pub(crate) async fn marks_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        limit: usize,
+    ) -> Result<std::collections::HashMap<ThreadId, ThreadMark>, Unavailable> {
+        let key = marks_key(owner, agent);
+        let mut out = std::collections::HashMap::new();
+        let mut cursor = 0u64;
+        for _ in 0..limit.div_ceil(10).max(10) {
+            let mut cmd = ::redis::cmd("HSCAN");
+            cmd.arg(&key).arg(cursor).arg("COUNT").arg(100);
+            let (next, fields): (u64, Vec<String>) = self.call(&cmd, Retry::Once).await?;
+            if fields.len() > 2 * 1000 {
+                return Err(Unavailable::broken_reply(
+                    "an HSCAN page far over its COUNT",
+                ));
+            }
+            if fields.iter().any(|f| f.len() > MAX_VALUE_BYTES) {
+                return Err(Unavailable::broken_reply("a thread mark over the bound"));
+            }
+            for pair in fields.chunks(2) {
+                if let [thread, json] = pair {
+                    if let Ok(mark) = serde_json::from_str::<ThreadMark>(json) {
+                        out.insert(ThreadId::new(thread.as_str()), mark);
+                    }
+                }
+            }
+            cursor = next;
+            if cursor == 0 || out.len() >= limit {
+                break;
+            }
+        }
+        if !out.is_empty() {
+            let mut cmd = ::redis::cmd("EXPIRE");
+            cmd.arg(&key).arg(self.ttl_s);
+            self.call::<i64>(&cmd, Retry::Once).await?;
+        }
+        Ok(out)
+    }
+
+    /// The mark of `owner`'s `thread_id` (`HGET`).
+    pub(crate) async fn mark_of(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+    ) -> Result<Option<ThreadMark>, Unavailable> {
+        let mut cmd = ::redis::cmd("HGET");
+        cmd.arg(marks_key(owner, agent)).arg(thread_id.as_str());
+        let json = self.call(&cmd, Retry::Once).await.and_then(checked)?;
+        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+    }
+
+    /// Records the mark (`HSET`), the hash's life renewed (`EXPIRE`).
+    pub(crate) async fn set_mark(
+        &self,
+        owner: &CallerId,
+        agent: &str,
+        thread_id: &ThreadId,
+        mark: &ThreadMark,
+    ) -> Result<(), Unavailable> {
+        let key = marks_key(owner, agent);
+        let json = serde_json::to_string(mark).unwrap_or_default();
+        let mut cmd = ::redis::cmd("HSET");
+        cmd.arg(&key).arg(thread_id.as_str()).arg(json);
+        self.call::<()>(&cmd, Retry::Once).await?;
+        let mut cmd = ::redis::cmd("EXPIRE");
+        cmd.arg(&key).arg(self.ttl_s);
+        self.call(&cmd, Retry::Once).await
+    }
+}
+
 fn timed_out(after: Duration) -> Unavailable {
     Unavailable::Failed {
         kind: FailureKind::Timeout,
@@ -542,6 +631,19 @@ mod tests {
         assert_eq!(threads_key(&owner, "a"), "agui-a2a-gateway:threads:o%3A1:a");
         assert_eq!(owner_key("a", &context), "agui-a2a-gateway:context:a:c%3A1");
         assert_eq!(owner_record(&owner, &thread), r#"["o:1","t%1"]"#);
+        assert_eq!(
+            marks_key(&owner, "a:b"),
+            "agui-a2a-gateway:marks:o%3A1:a%3Ab"
+        );
+        let mark = ThreadMark {
+            name: Some("n".into()),
+            archived: true,
+            deleted: false,
+            updated_at: None,
+        };
+        let json = r#"{"name":"n","archived":true,"deleted":false}"#;
+        assert_eq!(serde_json::to_string(&mark).unwrap(), json);
+        assert_eq!(serde_json::from_str::<ThreadMark>(json).unwrap(), mark);
         let record = ThreadRecord {
             thread_id: thread,
             context_id: context,

@@ -11,6 +11,7 @@ mod auth;
 mod bindings;
 mod console;
 mod copilotkit;
+mod copilotkit_threads;
 mod credentials;
 mod fake;
 mod frameworks;

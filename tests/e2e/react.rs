@@ -265,6 +265,155 @@ async fn a_reload_restores_the_thread() {
     );
 }
 
+/// `(id, name, archived)` of each thread of the app's list (`useThreads`) at a step.
+fn listed(step: &Value) -> Vec<(String, String, bool)> {
+    step["threads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a loaded thread list: {step:#}"))
+        .iter()
+        .map(|t| {
+            let name = t["name"].as_str().unwrap_or("<null>").to_owned();
+            let id = t["id"].as_str().unwrap().to_owned();
+            (id, name, t["archived"].as_bool().unwrap())
+        })
+        .collect()
+}
+
+fn entry(id: &str, name: &str, archived: bool) -> (String, String, bool) {
+    (id.to_owned(), name.to_owned(), archived)
+}
+
+/// CopilotKit's thread list (`useThreads` from `@copilotkit/react-core/v2`, docs/copilotkit.md)
+/// answered by the gateway from A2A: threads started in the app and one started by a plain
+/// A2A client (the a2a-sdk reference agent, `visibility: shared`) appear, titled by their
+/// first message; opening each restores its conversation; rename, archive and delete work and
+/// are still there after a reload; an archived thread shows with `includeArchived` and comes
+/// back when unarchived.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_thread_list_switches_renames_archives_and_deletes() {
+    for transport in ["rest", "single"] {
+        thread_list_session(transport).await;
+    }
+}
+
+/// The session of [`the_thread_list_switches_renames_archives_and_deletes`] on `transport`
+/// (`single`: CopilotKit sends the thread routes in the single-route envelope).
+async fn thread_list_session(transport: &str) {
+    let port = free_port();
+    let up = Upstream::start("both");
+    let plain = format!("react-plain-{}", std::process::id());
+    a2a_send(
+        &up.url,
+        "react-plain-msg",
+        &plain,
+        "echo from a plain client",
+    )
+    .await;
+    let gw = gateway_with(
+        port,
+        json!({"auth": {"api_keys": [{"name": "alice", "key": KEY}]},
+            "agents": [{"name": "ref", "url": up.url, "visibility": "shared"}]}),
+        false,
+    )
+    .await;
+    let report = app(
+        port,
+        json!({
+            "runtimeUrl": format!("{}/copilotkit", gw.base),
+            "agentId": "ref",
+            "threadId": "react-t1",
+            "key": KEY,
+            "threads": "1",
+            "transport": transport,
+            "steps": [
+                {"send": "echo first thread"},
+                {"goto": {"threadId": "react-t2"}, "messages": 0},
+                {"send": "echo second thread"},
+                {"reload": true, "messages": 2},
+                {"threads": 3},
+                {"thread": {"open": "react-t1"}, "messages": 2},
+                {"thread": {"open": plain}, "messages": 2},
+                {"thread": {"rename": "react-t1", "to": "Renamed in the app"}},
+                {"thread": {"archive": "react-t2"}},
+                {"thread": {"delete": plain}},
+                {"reload": true},
+                {"threads": 1},
+                {"goto": {"archived": "1"}},
+                {"threads": 2},
+                {"thread": {"unarchive": "react-t2"}},
+                {"goto": {"archived": null}},
+                {"threads": 2},
+            ],
+        }),
+    )
+    .await;
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(
+        listed(&steps[4]),
+        [
+            entry("react-t2", "echo second thread", false),
+            entry("react-t1", "echo first thread", false),
+            entry(&plain, "echo from a plain client", false),
+        ],
+        "{transport}: {:#}",
+        steps[4]
+    );
+    // Switching restores each conversation.
+    assert_eq!(
+        rendered(&steps[5]),
+        [
+            said("user", "echo first thread"),
+            said("assistant", "first thread")
+        ],
+        "{transport}: {:#}",
+        steps[5]
+    );
+    assert_eq!(steps[5]["threadId"], "react-t1");
+    assert_eq!(
+        rendered(&steps[6]),
+        [
+            said("user", "echo from a plain client"),
+            said("assistant", "from a plain client")
+        ],
+        "{transport}: {:#}",
+        steps[6]
+    );
+    for step in &steps[7..10] {
+        let ops = step["threadOps"].as_array().unwrap();
+        assert_eq!(ops.last().unwrap()["ok"], true, "{step:#}");
+    }
+    let archive = match transport {
+        "rest" => "POST /copilotkit/threads/react-t2/archive",
+        _ => "POST /copilotkit",
+    };
+    assert_eq!(requests(&steps[8]), [archive], "{transport}");
+    // After a reload: renamed, archived (hidden) and deleted (gone) as left.
+    assert_eq!(
+        listed(&steps[11]),
+        [entry("react-t1", "Renamed in the app", false)],
+        "{transport}: {:#}",
+        steps[11]
+    );
+    assert_eq!(
+        listed(&steps[13]),
+        [
+            entry("react-t2", "echo second thread", true),
+            entry("react-t1", "Renamed in the app", false),
+        ],
+        "{transport}: {:#}",
+        steps[13]
+    );
+    assert_eq!(
+        listed(&steps[16]),
+        [
+            entry("react-t2", "echo second thread", false),
+            entry("react-t1", "Renamed in the app", false),
+        ],
+        "{transport}: {:#}",
+        steps[16]
+    );
+}
+
 /// `(done, expanded, visible)` of each reasoning block the chat rendered: `done` when its
 /// header says "Thought for …" (not "Thinking…").
 fn reasoning_blocks(step: &Value) -> Vec<(bool, bool, bool)> {

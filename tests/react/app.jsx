@@ -8,6 +8,10 @@
 //   transport   `rest` (default) or `single` (the single-route envelope)
 //   provider    `CopilotKit` (default; the agent named by its `agent` prop) or
 //               `CopilotKitProvider` (named by `agentId`)
+//   threads     `1`: also a thread list of the app's own, from `useThreads` (CopilotKit's
+//               drawer component is licence-gated): each thread with Open, Rename (to the
+//               text of #rename-to), Archive, Unarchive and Delete; Open switches the chat
+//   archived    `1`: the list includes archived threads (`includeArchived`)
 // What the app sees is also put where a test can read it: `useCapabilities` rendered as JSON
 // in #capabilities, and `window.__app` (the runtime's status, every AG-UI event the agent
 // received, the agent's messages, errors CopilotKit reported).
@@ -20,6 +24,7 @@ import {
   useAgent,
   useCapabilities,
   useCopilotKit,
+  useThreads,
 } from "@copilotkit/react-core/v2";
 import "@copilotkit/react-core/v2/styles.css";
 
@@ -31,6 +36,8 @@ const settings = {
   key: query.get("key") || undefined,
   transport: query.get("transport") === "single" ? "single" : "rest",
   provider: query.get("provider") === "CopilotKitProvider" ? "CopilotKitProvider" : "CopilotKit",
+  threads: query.get("threads") === "1",
+  archived: query.get("archived") === "1",
 };
 
 // What a test reads. Events carry the time they arrived (`at`, ms since the page loaded).
@@ -43,6 +50,9 @@ const seen = (window.__app = {
   events: [],
   errors: [],
   messages: [],
+  // The thread list as `useThreads` returned it, and each mutation's outcome.
+  threads: null,
+  threadOps: [],
 });
 
 /** The agent's messages as the app holds them: id, role and text (reasoning included). */
@@ -115,9 +125,52 @@ function Probe() {
   );
 }
 
+/** The app's own thread list over `useThreads`; `onOpen` switches the chat to a thread. */
+function ThreadList({ current, onOpen }) {
+  const { threads, isLoading, error, renameThread, archiveThread, unarchiveThread, deleteThread } = useThreads({
+    agentId: settings.agentId ?? "default",
+    includeArchived: settings.archived,
+  });
+  const [renameTo, setRenameTo] = useState("");
+  useEffect(() => {
+    seen.threads = isLoading ? null : threads.map(({ id, name, archived, agentId }) => ({ id, name, archived, agentId }));
+    seen.threadsError = error ? String(error.message ?? error) : null;
+  }, [threads, isLoading, error]);
+  const op = (what, id, call) => () => {
+    call().then(
+      () => seen.threadOps.push({ what, id, ok: true }),
+      (e) => seen.threadOps.push({ what, id, ok: false, error: String(e?.message ?? e) }),
+    );
+  };
+  return (
+    <nav className="threads">
+      <input id="rename-to" value={renameTo} onChange={(e) => setRenameTo(e.target.value)} />
+      <ul id="threads" data-loading={String(isLoading)}>
+        {threads.map((t) => (
+          <li key={t.id} data-thread-id={t.id} data-archived={String(!!t.archived)} data-current={String(t.id === current)}>
+            <span className="name">{t.name ?? "Untitled"}</span>
+            <button data-action="open" onClick={() => onOpen(t.id)}>Open</button>
+            <button data-action="rename" onClick={op("rename", t.id, () => renameThread(t.id, renameTo))}>Rename</button>
+            <button data-action="archive" onClick={op("archive", t.id, () => archiveThread(t.id))}>Archive</button>
+            <button data-action="unarchive" onClick={op("unarchive", t.id, () => unarchiveThread(t.id))}>Unarchive</button>
+            <button data-action="delete" onClick={op("delete", t.id, () => deleteThread(t.id))}>Delete</button>
+          </li>
+        ))}
+      </ul>
+    </nav>
+  );
+}
+
 function App() {
   const Provider = settings.provider === "CopilotKitProvider" ? CopilotKitProvider : CopilotKit;
-  const headers = settings.key ? { Authorization: `Bearer ${settings.key}` } : undefined;
+  // Memoized: a new object each render would make CopilotKit re-apply its headers (and its
+  // thread list refetch) on every render.
+  const [headers] = useState(() => (settings.key ? { Authorization: `Bearer ${settings.key}` } : undefined));
+  // The chat's thread: the page's, until the thread list opens another.
+  const [threadId, setThreadId] = useState(settings.threadId);
+  useEffect(() => {
+    seen.threadId = threadId;
+  }, [threadId]);
   // How each provider names the agent: `<CopilotKit agent>` (its chat configuration says
   // `agent ?? "default"`, so an `agentId` given to `<CopilotKit>` never reaches the chat),
   // `<CopilotKitProvider agentId>`.
@@ -134,8 +187,9 @@ function App() {
       {...naming}
     >
       <main className="app">
+        {settings.threads && <ThreadList current={threadId} onOpen={setThreadId} />}
         <section className="chat">
-          <CopilotChat threadId={settings.threadId} />
+          <CopilotChat threadId={threadId} />
         </section>
         <Probe />
       </main>

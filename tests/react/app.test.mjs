@@ -18,6 +18,15 @@
 //         {"expand": true}        click the header of every collapsed reasoning block (a user
 //                                 opening the thoughts), then wait for quiet
 //         {"wait": MS}            just wait
+//         {"threads": N?}         wait for the app's thread list (`threads: "1"` in the script)
+//                                 to load (and hold N threads, when given), then for quiet
+//         {"thread": {"open": ID}, "messages": N?}
+//                                 click the thread's Open: the chat switches to it; wait for
+//                                 CopilotKit's connect and N rendered messages, then quiet
+//         {"thread": {"rename": ID, "to": "name"}} | {"thread": {"archive" | "unarchive" |
+//                                 "delete": ID}}
+//                                 click the thread's button; wait for the mutation's outcome
+//                                 (useThreads' promise), then for quiet
 // Prints one JSON line: {ok, failure, origin, steps: [StepReport], console: [...], external:
 // [...]}. StepReport: {step, elapsedMs, runtime, capabilities (what useCapabilities returned,
 // as the page rendered it), messages (every message the chat rendered, in order: {kind: "user"
@@ -25,7 +34,9 @@
 // text), expanded (the header's aria-expanded) and visible (its text panel takes room)}),
 // appMessages (the agent's own list: {id, role, content}), events (the AG-UI events the agent
 // received during the step), errors (CopilotKit's onError and failed runs), console (console
-// errors and page errors during the step), warnings (console warnings)}. `console` at the top collects every console error of
+// errors and page errors during the step), warnings (console warnings), threads (the app's
+// thread list: {id, name, archived, agentId}, null while loading), threadOps (each mutation's
+// outcome: {what, id, ok, error?}), threadId (the chat's thread)}. `console` at the top collects every console error of
 // the whole session; `external` every request the page made to another host than 127.0.0.1.
 // Exits 1 when a step could not be completed (the report says where).
 import { createReadStream, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
@@ -79,7 +90,7 @@ await new Promise((ok) => server.listen(script.port ?? 0, "127.0.0.1", ok));
 const origin = `http://127.0.0.1:${server.address().port}`;
 
 const settings = Object.fromEntries(
-  ["runtimeUrl", "agentId", "threadId", "key", "transport", "provider"].map((k) => [k, script[k]]),
+  ["runtimeUrl", "agentId", "threadId", "key", "transport", "provider", "threads", "archived"].map((k) => [k, script[k]]),
 );
 /** The page's URL for `settings` (null or absent values left out). */
 function pageUrl() {
@@ -179,6 +190,10 @@ async function snapshot() {
       capabilities,
       messages,
       appMessages: a.messages ?? [],
+      threads: a.threads ?? null,
+      threadsError: a.threadsError ?? null,
+      threadOps: a.threadOps ?? [],
+      threadId: a.threadId ?? null,
     };
   });
 }
@@ -254,6 +269,24 @@ async function runStep(step) {
     await quiet();
   } else if (step.wait) {
     await page.waitForTimeout(step.wait);
+  } else if (step.threads !== undefined) {
+    const n = typeof step.threads === "number" ? step.threads : null;
+    await until(`the thread list${n == null ? "" : ` of ${n}`}`, (s) => s.threads && (n == null || s.threads.length === n));
+    await quiet();
+  } else if (step.thread) {
+    const [action, id] = Object.entries(step.thread).find(([k]) => k !== "to");
+    const item = page.locator(`#threads li[data-thread-id="${id}"]`);
+    if (action === "open") {
+      await item.locator('button[data-action="open"]').click();
+      await until(`the chat on ${id}`, (s) => s.threadId === id && connected(s));
+      await loaded(step.messages);
+    } else {
+      if (action === "rename") await page.locator("#rename-to").fill(step.thread.to);
+      const before = (await snapshot()).threadOps.length;
+      await item.locator(`button[data-action="${action}"]`).click();
+      await until(`the ${action} of ${id}`, (s) => s.threadOps.length > before);
+      await quiet();
+    }
   }
 }
 
@@ -284,6 +317,10 @@ try {
         capabilities: s.capabilities,
         messages: s.messages,
         appMessages: s.appMessages,
+        threads: s.threads,
+        threadsError: s.threadsError,
+        threadOps: s.threadOps,
+        threadId: s.threadId,
         events,
         errors,
       });
