@@ -41,7 +41,7 @@ use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 use crate::metrics::{Metrics, OpenStream};
 use crate::redact::Shown;
 use crate::registry::{self, Agent, Registry, Upstream};
-use crate::store::{Store, ThreadRecord};
+use crate::store::{ContextOrigin, Store, ThreadRecord};
 use crate::telemetry::RunTrace;
 
 mod meter;
@@ -265,6 +265,10 @@ struct Run {
     cancel_on_drop: Arc<Mutex<Option<CancelOnDrop>>>,
     /// The contextId was written to the binding store.
     bound: bool,
+    /// Whether the run's context was created for this caller or picked up from the upstream
+    /// (its binding then records no creator, docs/identity.md#ownership); `None`: named by
+    /// the client (props, state), the store's creator record decides.
+    origin: Option<ContextOrigin>,
     /// What the binding store held for the thread (reading it renewed it).
     stored_binding: Option<ContextId>,
     /// The task `cancel_on_drop` is armed for.
@@ -349,6 +353,7 @@ impl Run {
             holds_the_thread,
         )
         .filter(|_| sends_new_message);
+        let origin = ContextOrigin::of(resolved.as_ref().map(|(_, source)| *source));
         let context_id = resolved.map(|(id, _)| id);
         plan.bind_context(context_id.as_ref());
         let frame = RunFrame {
@@ -382,6 +387,7 @@ impl Run {
             _permit: permit,
             cancel_on_drop,
             bound: false,
+            origin,
             stored_binding,
             armed_task: None,
             recorded_task: None,
@@ -443,7 +449,15 @@ impl Run {
                 if self.stored_binding.as_ref() != Some(&context_id) {
                     // Boxed, as every rare await of the run: a future's size is that of its
                     // largest state, held for the whole stream (memory per open stream).
-                    Box::pin(self.env.store.put(&self.owner, agent, thread, &context_id)).await;
+                    let origin = match self.origin {
+                        Some(known) => known,
+                        None => Box::pin(self.origin_of(&context_id)).await,
+                    };
+                    let put = self
+                        .env
+                        .store
+                        .put(&self.owner, agent, thread, &context_id, origin);
+                    Box::pin(put).await;
                 }
                 self.bound = true;
             }
@@ -495,6 +509,21 @@ impl Run {
         let token = self.caller_token.as_ref();
         registry::call_context(&self.agent, self.owner.as_str(), token, trace)
             .map_err(RunError::UpstreamUnavailable)
+    }
+
+    /// The origin of a context the client named (props, state): the caller's own while the
+    /// store records a creator (the request was refused otherwise), else one the gateway did
+    /// not create, or forgot (docs/identity.md#ownership).
+    async fn origin_of(&self, context_id: &ContextId) -> ContextOrigin {
+        match self
+            .env
+            .store
+            .owner_of(&self.agent.settings.name, context_id)
+            .await
+        {
+            Some(_) => ContextOrigin::Created,
+            None => ContextOrigin::PickedUp,
+        }
     }
 
     fn disarm_cancel(&self) {
@@ -604,6 +633,7 @@ impl Run {
         tasks.reverse();
         let tasks: Vec<&Task> = tasks.iter().collect();
         self.plan.bind_context(Some(&context_id));
+        self.origin = Some(ContextOrigin::PickedUp);
         let events = self
             .projector
             .pick_up(context_id.as_str(), &tasks, &self.client_messages);

@@ -28,6 +28,32 @@ pub(crate) mod redis;
 pub(crate) use self::memory::MemoryStore;
 pub(crate) use self::redis::{RedisStore, Unavailable};
 
+/// Whether binding a thread records its caller as the context's creator (`owner_of`,
+/// docs/identity.md#ownership): a context picked up from the upstream (started by another A2A
+/// client) stays as visible as it was; the caller that picked it up only binds its thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ContextOrigin {
+    /// The gateway created the context for this caller (or the caller already owns it).
+    Created,
+    /// The run picked up a conversation that already had tasks upstream.
+    PickedUp,
+}
+
+impl ContextOrigin {
+    /// The origin of a run's context by where it came from
+    /// ([`crate::bridge::context::ContextSource`]): a new context (none named), the caller's
+    /// own binding, or its threadId as a context (until a pick-up finds tasks there) are the
+    /// caller's; `None` for one the client named (props, state), which the store's creator
+    /// record decides.
+    pub(crate) fn of(source: Option<crate::bridge::context::ContextSource>) -> Option<Self> {
+        use crate::bridge::context::ContextSource as S;
+        match source {
+            None | Some(S::Binding | S::ThreadId) => Some(Self::Created),
+            Some(S::ForwardedProps | S::ClientState) => None,
+        }
+    }
+}
+
 /// One thread as the store knows it (ids only).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -189,7 +215,8 @@ impl Store {
         }
     }
 
-    /// Binds `owner`'s `thread_id` on `agent` to `context_id`. A store that fails loses the
+    /// Binds `owner`'s `thread_id` on `agent` to `context_id`, recording `owner` as the
+    /// context's creator when `origin` says it created it. A store that fails loses the
     /// binding (logged and counted), never the run.
     pub(crate) async fn put(
         &self,
@@ -197,14 +224,15 @@ impl Store {
         agent: &str,
         thread_id: &ThreadId,
         context_id: &ContextId,
+        origin: ContextOrigin,
     ) {
         let stored = match &self.kind {
             Kind::Memory(m) => {
-                m.put(owner, agent, thread_id, context_id);
+                m.put(owner, agent, thread_id, context_id, origin);
                 Ok(())
             }
             Kind::Redis(r) => r
-                .put(owner, agent, thread_id, context_id)
+                .put(owner, agent, thread_id, context_id, origin)
                 .await
                 .map_err(|e| (r.to_string(), e)),
         };

@@ -7,7 +7,7 @@
 
 use dashmap::DashMap;
 
-use super::{ThreadMark, ThreadRecord};
+use super::{ContextOrigin, ThreadMark, ThreadRecord};
 use crate::bridge::interrupt::InterruptId;
 use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
 
@@ -99,10 +99,14 @@ impl MemoryStore {
         agent: &str,
         thread_id: &ThreadId,
         context_id: &ContextId,
+        origin: ContextOrigin,
     ) {
         let key = Self::key(owner, agent, thread_id);
         evict_if_full(&self.map, &key, self.capacity);
         self.map.insert(key, context_id.clone());
+        if origin == ContextOrigin::PickedUp {
+            return;
+        }
         let context = (agent.to_owned(), context_id.clone());
         evict_if_full(&self.owners, &context, self.capacity);
         self.owners
@@ -252,8 +256,20 @@ mod tests {
     #[test]
     fn a_context_remembers_who_created_it() {
         let s = MemoryStore::default();
-        s.put(&who("alice"), "a", &thread("t1"), &context("c1"));
-        s.put(&who("bob"), "a", &thread("t2"), &context("c1"));
+        s.put(
+            &who("alice"),
+            "a",
+            &thread("t1"),
+            &context("c1"),
+            ContextOrigin::Created,
+        );
+        s.put(
+            &who("bob"),
+            "a",
+            &thread("t2"),
+            &context("c1"),
+            ContextOrigin::Created,
+        );
         assert_eq!(
             s.owner_of("a", &context("c1")),
             Some((who("alice"), thread("t1"))),
@@ -265,19 +281,49 @@ mod tests {
     #[test]
     fn binds_per_owner_agent_and_thread() {
         let s = MemoryStore::default();
-        s.put(&who("alice"), "a", &thread("t"), &context("c1"));
-        s.put(&who("alice"), "b", &thread("t"), &context("c2"));
-        s.put(&who("bob"), "a", &thread("t"), &context("c3"));
+        s.put(
+            &who("alice"),
+            "a",
+            &thread("t"),
+            &context("c1"),
+            ContextOrigin::Created,
+        );
+        s.put(
+            &who("alice"),
+            "b",
+            &thread("t"),
+            &context("c2"),
+            ContextOrigin::Created,
+        );
+        s.put(
+            &who("bob"),
+            "a",
+            &thread("t"),
+            &context("c3"),
+            ContextOrigin::Created,
+        );
         assert_eq!(s.get(&who("alice"), "a", &thread("t")), Some(context("c1")));
         assert_eq!(s.get(&who("alice"), "b", &thread("t")), Some(context("c2")));
         assert_eq!(s.get(&who("bob"), "a", &thread("t")), Some(context("c3")));
         assert_eq!(s.get(&who("carol"), "a", &thread("t")), None);
         assert_eq!(s.get(&who("alice"), "a", &thread("other")), None);
         // Ids with the separators of a flat key cannot reach another owner's binding.
-        s.put(&who("x:y"), "a", &thread("t"), &context("c4"));
+        s.put(
+            &who("x:y"),
+            "a",
+            &thread("t"),
+            &context("c4"),
+            ContextOrigin::Created,
+        );
         assert_eq!(s.get(&who("x"), "y:a", &thread("t")), None);
         // A rebind replaces.
-        s.put(&who("alice"), "a", &thread("t"), &context("c5"));
+        s.put(
+            &who("alice"),
+            "a",
+            &thread("t"),
+            &context("c5"),
+            ContextOrigin::Created,
+        );
         assert_eq!(s.get(&who("alice"), "a", &thread("t")), Some(context("c5")));
     }
 
@@ -311,6 +357,7 @@ mod tests {
                 "a",
                 &thread(&format!("t{i}")),
                 &context(&format!("c{i}")),
+                ContextOrigin::Created,
             );
             assert!(s.len() <= 64, "{} bindings after {i}", s.len());
         }
@@ -325,7 +372,43 @@ mod tests {
         assert!((56..=64).contains(&kept), "{kept}");
         // Rebinding a thread that is held does not evict anything.
         let before = s.len();
-        s.put(&who("o"), "a", &thread("t999"), &context("again"));
+        s.put(
+            &who("o"),
+            "a",
+            &thread("t999"),
+            &context("again"),
+            ContextOrigin::Created,
+        );
         assert_eq!(s.len(), before);
+    }
+
+    /// A picked-up context binds the caller's thread but records no creator: it stays as
+    /// visible as it was (docs/identity.md#ownership).
+    #[test]
+    fn a_picked_up_context_binds_without_claiming_it() {
+        let s = MemoryStore::default();
+        s.put(
+            &who("bob"),
+            "a",
+            &thread("t"),
+            &context("elsewhere"),
+            ContextOrigin::PickedUp,
+        );
+        assert_eq!(
+            s.get(&who("bob"), "a", &thread("t")),
+            Some(context("elsewhere"))
+        );
+        assert_eq!(s.owner_of("a", &context("elsewhere")), None);
+        s.put(
+            &who("bob"),
+            "a",
+            &thread("u"),
+            &context("mine"),
+            ContextOrigin::Created,
+        );
+        assert_eq!(
+            s.owner_of("a", &context("mine")),
+            Some((who("bob"), thread("u")))
+        );
     }
 }

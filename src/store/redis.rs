@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{FailureKind, ThreadMark, ThreadRecord};
+use super::{ContextOrigin, FailureKind, ThreadMark, ThreadRecord};
 use crate::bridge::interrupt::InterruptId;
 use crate::config::RedisSettings;
 use crate::ids::{CallerId, ContextId, TaskId, ThreadId};
@@ -234,6 +234,7 @@ impl RedisStore {
         agent: &str,
         thread_id: &ThreadId,
         context_id: &ContextId,
+        origin: ContextOrigin,
     ) -> Result<(), Unavailable> {
         let mut binding = ::redis::cmd("SET");
         binding
@@ -253,11 +254,16 @@ impl RedisStore {
             .arg("EX")
             .arg(self.ttl_s);
         // Three keys, written at once (one command each, so any node may hold each): the run
-        // waits for one round trip, not three.
+        // waits for one round trip, not three. A picked-up context keeps its creator (none).
         let (bound, indexed, owned) = tokio::join!(
             self.call::<()>(&binding, Retry::Once),
             self.index(owner, agent, &thread),
-            self.call::<()>(&ownership, Retry::Once),
+            async {
+                match origin {
+                    ContextOrigin::Created => self.call::<()>(&ownership, Retry::Once).await,
+                    ContextOrigin::PickedUp => Ok(()),
+                }
+            },
         );
         bound.and(indexed).and(owned)
     }

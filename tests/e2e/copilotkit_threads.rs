@@ -513,10 +513,14 @@ async fn the_reference_agents_threads_over_each_binding() {
         )
         .await;
         assert_eq!(status, 404, "{binding}: bob deletes alice's thread");
-        // Last: a `connect` to a context started elsewhere binds it to its caller (the run
-        // path records it as that caller's), after which it is Bob's alone.
+        // A `connect` to a context started elsewhere binds it to its caller without claiming
+        // it: it stays in both callers' lists (docs/identity.md#ownership).
         let restored = assert_reads_as_connect(&gw, "ref", BOB, &plain).await;
         assert_eq!(restored[0]["content"], "echo from a plain client");
+        let alices = list(&gw, ALICE, "ref", "&includeArchived=true").await;
+        assert!(ids(&alices).contains(&plain), "{binding}: {alices}");
+        let bobs = list(&gw, BOB, "ref", "").await;
+        assert!(ids(&bobs).contains(&plain), "{binding}: {bobs}");
     }
 }
 
