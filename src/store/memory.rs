@@ -28,6 +28,8 @@ pub(crate) struct MemoryStore {
     /// (agent, interruptId) -> until when its answer is claimed.
     answers: DashMap<(String, String), std::time::Instant>,
     capacity: usize,
+    /// (agent, taskId) -> the digest of the task's push token.
+    push_tokens: DashMap<(String, TaskId), String>,
 }
 
 impl Default for MemoryStore {
@@ -45,6 +47,7 @@ impl MemoryStore {
             tasks: DashMap::new(),
             answers: DashMap::new(),
             capacity: capacity.max(8),
+            push_tokens: DashMap::new(),
         }
     }
 
@@ -162,6 +165,20 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    pub(crate) fn put_push_token(&self, agent: &str, task_id: &TaskId, digest: String) {
+        let key = (agent.to_owned(), task_id.clone());
+        evict_if_full(&self.push_tokens, &key, self.capacity);
+        self.push_tokens.insert(key, digest);
+    }
+
+    pub(crate) fn push_token(&self, agent: &str, task_id: &TaskId) -> Option<String> {
+        self.push_tokens
+            .get(&(agent.to_owned(), task_id.clone()))
+            .map(|d| d.clone())
+    }
+}
+
 /// Makes room for `key` in a map at `capacity`: an arbitrary eighth is evicted.
 fn evict_if_full<K, V>(map: &DashMap<K, V>, key: &K, capacity: usize)
 where
@@ -239,6 +256,20 @@ mod tests {
         // A rebind replaces.
         s.put(&who("alice"), "a", &thread("t"), &context("c5"));
         assert_eq!(s.get(&who("alice"), "a", &thread("t")), Some(context("c5")));
+    }
+
+    #[test]
+    fn push_tokens_are_per_agent_and_task_and_bounded() {
+        let s = MemoryStore::with_capacity(64);
+        let task = TaskId::new("t");
+        s.put_push_token("a", &task, "d1".into());
+        assert_eq!(s.push_token("a", &task).as_deref(), Some("d1"));
+        assert_eq!(s.push_token("b", &task), None);
+        assert_eq!(s.push_token("a", &TaskId::new("u")), None);
+        for i in 0..1_000 {
+            s.put_push_token("a", &TaskId::new(format!("t{i}")), "d".into());
+        }
+        assert!(s.push_tokens.len() <= 64);
     }
 
     #[test]
