@@ -1379,12 +1379,16 @@ mod tests {
         let e = check("push: {enabled: true}").unwrap_err();
         assert!(e.contains("push.public_url"), "{e}");
         let e = check("push: {enabled: true, public_url: 'ftp://gw'}").unwrap_err();
-        assert!(e.contains("push.public_url") && e.contains("http(s)"), "{e}");
+        assert!(
+            e.contains("push.public_url") && e.contains("http(s)"),
+            "{e}"
+        );
         let e = check("push: {max_per_second: 0}").unwrap_err();
         assert!(e.contains("max_per_second"), "{e}");
         let e = check("inbox: {poll_s: 0}").unwrap_err();
         assert!(e.contains("poll_s"), "{e}");
-        let s = check("push: {enabled: true, public_url: 'https://gw.internal:8443/base'}").unwrap();
+        let s =
+            check("push: {enabled: true, public_url: 'https://gw.internal:8443/base'}").unwrap();
         assert!(s.push.enabled);
         assert_eq!(s.push.max_body_bytes, DEFAULT_PUSH_MAX_BODY_BYTES);
         assert_eq!(s.agents[0].push, PushChoice::Auto);

@@ -107,6 +107,15 @@ pub(crate) enum RequestError {
     /// The gateway could not authenticate to an agent a listing needs.
     #[error("{0}")]
     UpstreamAuthFailed(String),
+    /// A push body over `push.max_body_bytes` (docs/design.md#the-live-inbox).
+    #[error("push body exceeds push.max_body_bytes ({0} bytes)")]
+    PushTooLarge(usize),
+    /// Pushes of an agent over `push.max_per_second`.
+    #[error("too many pushes for this agent (push.max_per_second); retry in {0} s")]
+    PushRateLimited(u64),
+    /// A change feed over one of its bounds, named by its key.
+    #[error("too many change feed subscribers ({0}); retry later")]
+    TooManySubscribers(&'static str),
 }
 
 /// The code of an upstream that cannot be reached, before a stream (a 502) or in one.
@@ -148,6 +157,9 @@ impl RequestError {
             Self::UpstreamUnavailable(_) => UPSTREAM_UNAVAILABLE,
             Self::UpstreamTimeout(_) => UPSTREAM_TIMEOUT,
             Self::UpstreamAuthFailed(_) => UPSTREAM_AUTH_FAILED,
+            Self::PushTooLarge(_) => "body_too_large",
+            Self::PushRateLimited(_) => "rate_limited",
+            Self::TooManySubscribers(_) => "too_many_subscribers",
         }
     }
 
@@ -156,7 +168,8 @@ impl RequestError {
     pub(crate) fn retry_after(&self) -> Option<u64> {
         match self {
             Self::TooManyRuns(_) => Some(1),
-            Self::RateLimited(secs) => Some((*secs).max(1)),
+            Self::RateLimited(secs) | Self::PushRateLimited(secs) => Some((*secs).max(1)),
+            Self::TooManySubscribers(_) => Some(1),
             _ => None,
         }
     }
@@ -182,10 +195,15 @@ impl RequestError {
             | Self::NoUserMessage
             | Self::EmptyMessage
             | Self::IdTooLong { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::BodyTooLarge(_) | Self::StateTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTooLarge(_) | Self::StateTooLarge(_) | Self::PushTooLarge(_) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::TooManyRuns(_) | Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyRuns(_)
+            | Self::RateLimited(_)
+            | Self::PushRateLimited(_)
+            | Self::TooManySubscribers(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::HeadTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::HeadTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -335,6 +353,9 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         UpstreamUnavailable(String::new()),
         UpstreamTimeout(String::new()),
         UpstreamAuthFailed(String::new()),
+        PushTooLarge(0),
+        PushRateLimited(1),
+        TooManySubscribers(""),
     ];
     // A new variant fails to compile here until it is added to the list above.
     for e in &all {
@@ -364,7 +385,10 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
             | MethodNotAllowed
             | UpstreamUnavailable(_)
             | UpstreamTimeout(_)
-            | UpstreamAuthFailed(_) => {}
+            | UpstreamAuthFailed(_)
+            | PushTooLarge(_)
+            | PushRateLimited(_)
+            | TooManySubscribers(_) => {}
         }
     }
     all

@@ -360,7 +360,11 @@ impl Store {
         };
         if let Err(e) = stored {
             self.errors.add(e.kind());
-            tracing::warn!(agent, kind = e.kind().as_str(), "push registration not stored; the task's pushes will be refused");
+            tracing::warn!(
+                agent,
+                kind = e.kind().as_str(),
+                "push registration not stored; the task's pushes will be refused"
+            );
         }
     }
 

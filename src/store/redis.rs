@@ -553,9 +553,10 @@ impl RedisStore {
         let mut cmd = ::redis::cmd("GET");
         cmd.arg(inbox_key(INBOX_PREFIX, &[agent]));
         match self.call::<Option<String>>(&cmd, Retry::Once).await? {
-            Some(v) if v.len() > MAX_INBOX_READ_BYTES => Err(Unavailable::broken_reply(
-                &format!("an inbox read of {} bytes", v.len()),
-            )),
+            Some(v) if v.len() > MAX_INBOX_READ_BYTES => Err(Unavailable::broken_reply(&format!(
+                "an inbox read of {} bytes",
+                v.len()
+            ))),
             v => Ok(v),
         }
     }
