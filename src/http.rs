@@ -970,8 +970,8 @@ mod tests {
                     StatusCode::METHOD_NOT_ALLOWED,
                     "{method} {path}"
                 );
-                assert_ne!(resp.status(), StatusCode::NOT_FOUND, "{method} {path}");
                 if path == "/threads/events" {
+                    assert_eq!(resp.status(), StatusCode::OK);
                     // A change feed: it does not end.
                     continue;
                 }
