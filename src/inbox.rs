@@ -41,7 +41,7 @@ pub(crate) enum Read {
     /// Not yet: a request waits for the first read (bounded by `timeouts.upstream_call`).
     Pending,
     /// Read (by this replica's poll, or another's it shared) at this time.
-    Read(SystemTime),
+    Polled(SystemTime),
     /// The last read failed with this code (`upstream_unavailable`, `upstream_timeout`,
     /// `upstream_auth_failed`): the agent is named in `unavailable`.
     Failed(&'static str),
@@ -278,7 +278,7 @@ impl Inbox {
                 Read::Live => None,
                 Read::Failed(code) => Some((name.clone(), Err(code))),
                 Read::Pending => Some((name.clone(), Err(crate::error::UPSTREAM_TIMEOUT))),
-                Read::Read(_) | Read::Pushed => {
+                Read::Polled(_) | Read::Pushed => {
                     let shown = state
                         .book
                         .threads(name)
@@ -363,7 +363,7 @@ impl Inbox {
         self.agents
             .values()
             .filter_map(|s| match *s.read.borrow() {
-                Read::Read(at) => Some(at),
+                Read::Polled(at) => Some(at),
                 _ => None,
             })
             .min()

@@ -349,6 +349,7 @@ impl Store {
     /// itself, [`crate::push::digest`]), for `binding_ttl_s` like a binding, so any replica
     /// accepts the task's pushes. A store that fails loses it (logged and counted): the
     /// task's pushes are then refused, and the shared poll still sees the task.
+    #[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
     pub(crate) async fn put_push_token(&self, agent: &str, task_id: &TaskId, token: &str) {
         let digest = crate::push::digest(token);
         let stored = match &self.kind {
@@ -412,14 +413,6 @@ impl Store {
                 self.errors.add(e.kind());
                 None
             }),
-        }
-    }
-
-    /// The Redis store, for the inbox's relay between replicas (pub/sub).
-    pub(crate) fn redis_store(&self) -> Option<&Arc<RedisStore>> {
-        match &self.kind {
-            Kind::Memory(_) => None,
-            Kind::Redis(r) => Some(r),
         }
     }
 }

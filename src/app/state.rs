@@ -74,7 +74,7 @@ pub(crate) struct Shared {
     /// `push` (docs/design.md#the-live-inbox).
     pub push: crate::config::PushSettings,
     /// `push.max_per_second`, per agent.
-    pub push_limiter: Arc<crate::http::push::PushLimiter>,
+    pub push_limiter: Arc<crate::http::ratelimit::PushLimiter>,
 }
 
 impl Deref for Shared {
@@ -124,7 +124,7 @@ impl Shared {
             copilotkit_default_agent: settings.copilotkit_default_agent.clone(),
             inbox,
             push: settings.push.clone(),
-            push_limiter: Arc::new(crate::http::push::PushLimiter::new(
+            push_limiter: Arc::new(crate::http::ratelimit::PushLimiter::new(
                 settings.push.max_per_second,
             )),
         }

@@ -10,14 +10,10 @@
 //! `push.max_per_second` per agent. The body is read at most `push.max_body_bytes`, within
 //! `timeouts.body_read`.
 
-use std::num::NonZeroU32;
-
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota};
 use serde_json::{json, Value};
 
 use crate::app::state::AppState;
@@ -26,24 +22,6 @@ use crate::error::{Rejection, RequestError};
 use crate::ids::TaskId;
 use crate::metrics::inbox::{PushResult, UNKNOWN_AGENT};
 use crate::push;
-
-/// `push.max_per_second`, one bucket per agent (agent names come from config: bounded).
-#[derive(Debug)]
-pub(crate) struct PushLimiter(DefaultKeyedRateLimiter<String>);
-
-impl PushLimiter {
-    pub(crate) fn new(per_second: NonZeroU32) -> Self {
-        Self(governor::RateLimiter::keyed(Quota::per_second(per_second)))
-    }
-
-    /// `Ok` if a push of `agent` may be taken now; else the seconds to wait.
-    fn check(&self, agent: &str) -> Result<(), u64> {
-        self.0.check_key(&agent.to_owned()).map_err(|not_until| {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
-        })
-    }
-}
 
 /// `POST /a2a/push/{agent}`.
 pub(crate) async fn receive(

@@ -111,7 +111,7 @@ pub(crate) async fn inbox(
         async move {
             let name = agent.settings.name.clone();
             let read = match s.inbox.read_of(&name) {
-                Some(Read::Read(_) | Read::Pushed) => {
+                Some(Read::Polled(_) | Read::Pushed) => {
                     Ok((s.inbox.threads_for(caller, &name), SOURCE_UPSTREAM))
                 }
                 Some(Read::Failed(code)) => Err(code),

@@ -203,7 +203,7 @@ impl Book {
             .get(agent)
             .map(|a| a.values().map(|e| (e, ())).collect())
             .unwrap_or_default();
-        out.sort_by(|(a, _), (b, _)| b.at.cmp(&a.at));
+        out.sort_by_key(|(e, _)| std::cmp::Reverse(e.at));
         out.into_iter()
             .map(|(e, _)| (e.thread.clone(), e.creator.clone()))
             .collect()

@@ -198,7 +198,7 @@ async fn apply(inbox: &Inbox, name: &str, shared: Shared) -> bool {
         inbox.update(name, update).await;
     }
     let at = SystemTime::UNIX_EPOCH + Duration::from_millis(shared.at_ms);
-    inbox.set_read(name, Read::Read(at));
+    inbox.set_read(name, Read::Polled(at));
     true
 }
 

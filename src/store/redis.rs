@@ -178,8 +178,6 @@ pub(crate) struct RedisStore {
     paused_until: Mutex<Option<Instant>>,
     /// The URL without userinfo, for logs (not for `/readyz`, which anyone may read).
     shown: String,
-    /// What the connection was made of (the inbox's pub/sub connects with it too).
-    settings: RedisSettings,
 }
 
 /// The store's URL without userinfo.
@@ -203,7 +201,6 @@ impl RedisStore {
             getex: AtomicBool::new(true),
             paused_until: Mutex::new(None),
             shown,
-            settings: settings.clone(),
         };
         Ok(store)
     }
@@ -495,6 +492,7 @@ fn millis(d: Duration) -> u64 {
 
 impl RedisStore {
     /// `SET push:<agent>:<taskId> digest EX binding_ttl_s`.
+    #[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
     pub(crate) async fn put_push_token(
         &self,
         agent: &str,
@@ -559,11 +557,6 @@ impl RedisStore {
             ))),
             v => Ok(v),
         }
-    }
-
-    /// The connection settings, for the inbox's own pub/sub connection.
-    pub(crate) fn settings(&self) -> &RedisSettings {
-        &self.settings
     }
 }
 

@@ -341,7 +341,7 @@ async fn forged_unknown_oversized_and_flooding_pushes_are_refused_and_counted() 
         ])
         .await
         .unwrap();
-    let body = |task: &str, state: &str, at: &str| {
+    let update = |task: &str, state: &str, at: &str| {
         json!({"statusUpdate": {"taskId": task, "contextId": "pushed-context",
             "status": {"state": state, "timestamp": at}}})
     };
@@ -369,25 +369,25 @@ async fn forged_unknown_oversized_and_flooding_pushes_are_refused_and_counted() 
             "unknown agent",
             format!("{}/a2a/push/nobody", gw.base),
             Some(token),
-            body("pushed-task", "TASK_STATE_INPUT_REQUIRED", at).to_string(),
+            update("pushed-task", "TASK_STATE_INPUT_REQUIRED", at).to_string(),
         ),
         (
             "no token",
             push_url.clone(),
             None,
-            body("pushed-task", "TASK_STATE_INPUT_REQUIRED", at).to_string(),
+            update("pushed-task", "TASK_STATE_INPUT_REQUIRED", at).to_string(),
         ),
         (
             "forged",
             push_url.clone(),
             Some("forged-token"),
-            body("pushed-task", "TASK_STATE_INPUT_REQUIRED", at).to_string(),
+            update("pushed-task", "TASK_STATE_INPUT_REQUIRED", at).to_string(),
         ),
         (
             "unknown task",
             push_url.clone(),
             Some(token),
-            body("other-task", "TASK_STATE_INPUT_REQUIRED", at).to_string(),
+            update("other-task", "TASK_STATE_INPUT_REQUIRED", at).to_string(),
         ),
         (
             "garbage",
@@ -421,7 +421,7 @@ async fn forged_unknown_oversized_and_flooding_pushes_are_refused_and_counted() 
     );
     // The right token: accepted, and the inbox knows at once.
     pause().await;
-    let good = body("pushed-task", "TASK_STATE_INPUT_REQUIRED", at).to_string();
+    let good = update("pushed-task", "TASK_STATE_INPUT_REQUIRED", at).to_string();
     let (status, _, _) = send(push_url.clone(), Some(token), good.clone()).await;
     assert_eq!(status, 200);
     let inbox = get_json(format!("{}/threads?status=input-required", gw.base)).await;
