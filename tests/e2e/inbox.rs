@@ -189,7 +189,8 @@ async fn fifty_viewers_cost_each_agent_one_list_per_interval_and_see_approvals()
         .iter()
         .map(|(n, u)| (n.as_str(), u.as_str()))
         .collect();
-    let gw = Gateway::start(&config(&named, json!({})), false).await;
+    let bounds = json!({"inbox": {"poll_s": 1, "max_subscribers_per_caller": 50}});
+    let gw = Gateway::start(&config(&named, bounds), false).await;
     wait_ready(&gw).await;
     let started = Instant::now();
     let before: Vec<usize> = proxies.iter().map(Counting::lists).collect();
@@ -201,6 +202,12 @@ async fn fifty_viewers_cost_each_agent_one_list_per_interval_and_see_approvals()
         assert!(first.data["threads"].is_array(), "{first:?}");
         feeds.push(feed);
     }
+    // The 51st of one caller: refused before any stream.
+    let (status, refused) = Feed::open(&gw.base, None).await.err().expect("refused");
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (429, Some("too_many_subscribers"))
+    );
     for _ in 0..20 {
         let inbox = get_json(format!("{}/threads", gw.base)).await;
         assert_eq!(inbox["unavailable"], json!([]), "{inbox}");
