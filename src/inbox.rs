@@ -12,7 +12,8 @@
 //!
 //! Agents the inbox does not keep (an A2A 0.3 agent has no `ListTasks`; an agent whose
 //! credentials are per caller cannot be read once for all) are [`Read::Live`]: `GET /threads`
-//! reads them per caller as before (`crate::http::threads`).
+//! reads them per caller as before (`crate::http::threads`); so is an agent told who calls
+//! (`forward_identity`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

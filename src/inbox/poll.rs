@@ -11,7 +11,8 @@
 //! - An agent with push is read that way once (its conversations before this replica
 //!   started), then kept by its pushes alone.
 //! - An agent without `ListTasks` (A2A 0.3), or whose credentials are per caller
-//!   (`token_exchange`, `forward_caller_token`), is not kept here ([`Read::Live`]).
+//!   (`token_exchange`, `forward_caller_token`) or that is told who calls
+//!   (`forward_identity`), is not kept here ([`Read::Live`]).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -57,7 +58,10 @@ pub(crate) async fn mode(
         agent.settings.credentials,
         Some(UpstreamCredentials::TokenExchange(_) | UpstreamCredentials::ForwardCallerToken)
     );
-    if per_caller || !resolved.client.supports(Operation::ListTasks) {
+    // A read made once for all carries no caller: an agent told who calls
+    // (`forward_identity`) may answer each caller differently.
+    let identified = agent.settings.forward_identity.is_some();
+    if per_caller || identified || !resolved.client.supports(Operation::ListTasks) {
         return Ok(Mode::Live);
     }
     Ok(if pushes(agent, push, &resolved.card) {
