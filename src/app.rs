@@ -119,6 +119,8 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         traces.clone(),
         stop_rx,
     );
+    // The live inbox's shared reads (docs/design.md#the-live-inbox).
+    state.inbox.start();
     let (draining, runs) = (state.draining.clone(), state.runs.clone());
     Ok(App {
         router: http::router(state.into()),

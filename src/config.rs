@@ -62,6 +62,10 @@ pub struct FileConfig {
     pub copilotkit: CopilotKitConfig,
     /// What `/readyz` answers 503 for (docs/operations.md#readiness).
     pub readiness: Readiness,
+    /// A2A push notifications received (docs/design.md#the-live-inbox); off by default.
+    pub push: PushConfig,
+    /// The live inbox's poll and bounds (docs/design.md#the-live-inbox).
+    pub inbox: InboxConfig,
 }
 
 /// `readiness` (docs/operations.md#readiness): by default `/readyz` answers 503 only while
@@ -243,6 +247,9 @@ pub struct AgentConfig {
     /// How the gateway authenticates to the agent (docs/security.md#upstream-credentials).
     #[serde(default)]
     pub credentials: Option<upstream::CredentialsConfig>,
+    /// Push notifications from this agent (docs/design.md#the-live-inbox).
+    #[serde(default)]
+    pub push: PushChoice,
 }
 
 impl AgentConfig {
@@ -579,6 +586,8 @@ pub struct AgentSettings {
     pub tls: crate::a2a::tls::TlsTrust,
     /// `credentials`, parsed.
     pub credentials: Option<upstream::UpstreamCredentials>,
+    /// `push`.
+    pub push: PushChoice,
 }
 
 impl AgentSettings {
@@ -616,6 +625,10 @@ pub struct Settings {
     pub copilotkit_default_agent: Option<String>,
     /// `readiness` (docs/operations.md#readiness).
     pub readiness: Readiness,
+    /// `push`, validated.
+    pub push: PushSettings,
+    /// `inbox`.
+    pub inbox: InboxConfig,
 }
 
 /// What the command line and environment say (applied over the file).
@@ -872,6 +885,7 @@ fn agent_settings(
         header_files,
         tls,
         credentials,
+        push: a.push,
     })
 }
 
@@ -1061,6 +1075,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         over.otlp_endpoint,
     ));
     let copilotkit_base_path = problems.take(copilotkit_base_path(&file.copilotkit.base_path));
+    let push = problems.take(push_settings(&file.push));
     let mut agent_names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
     if over.demo {
         agent_names.push(crate::demo::AGENT_NAME);
@@ -1078,6 +1093,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         Some(otlp_traces),
         Some(copilotkit_base_path),
         Some(copilotkit_default_agent),
+        Some(push),
     ) = (
         listen,
         binding_store,
@@ -1086,6 +1102,7 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         otlp_traces,
         copilotkit_base_path,
         copilotkit_default_agent,
+        push,
     )
     else {
         return Err(problems.into());
@@ -1110,6 +1127,8 @@ pub fn settings(file: FileConfig, over: Overrides) -> Result<Settings, ConfigErr
         copilotkit_base_path,
         copilotkit_default_agent,
         readiness: file.readiness,
+        push,
+        inbox: file.inbox,
     })
 }
 
@@ -1192,6 +1211,122 @@ fn otlp_traces(file: Option<String>, env: Option<String>) -> Result<Option<Url>,
     Ok(Some(url))
 }
 
+/// `push` (docs/design.md#the-live-inbox), as written: A2A push notifications received at
+/// `POST /a2a/push/{agent}`. The two bounds' defaults are [`DEFAULT_PUSH_MAX_BODY_BYTES`] and
+/// [`DEFAULT_PUSH_MAX_PER_SECOND`], written once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PushConfig {
+    pub enabled: bool,
+    /// Where the agents reach this gateway (`<public_url>/a2a/push/<agent>`).
+    pub public_url: Option<String>,
+    /// A push body; 413 above.
+    pub max_body_bytes: NonZeroUsize,
+    /// Pushes per agent per second; 429 above.
+    pub max_per_second: std::num::NonZeroU32,
+}
+
+/// `push.max_body_bytes` when not set: 1 MiB.
+pub const DEFAULT_PUSH_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// `push.max_per_second` when not set.
+pub const DEFAULT_PUSH_MAX_PER_SECOND: u32 = 50;
+
+impl Default for PushConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            public_url: None,
+            max_body_bytes: nonzero(DEFAULT_PUSH_MAX_BODY_BYTES),
+            max_per_second: std::num::NonZeroU32::new(DEFAULT_PUSH_MAX_PER_SECOND)
+                .expect("a positive default"),
+        }
+    }
+}
+
+/// `push`, validated: `public_url` is an http(s) URL (required when `enabled`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushSettings {
+    pub enabled: bool,
+    /// Without a trailing `/`.
+    pub public_url: Option<Url>,
+    pub max_body_bytes: usize,
+    pub max_per_second: std::num::NonZeroU32,
+}
+
+impl Default for PushSettings {
+    fn default() -> Self {
+        push_settings(&PushConfig::default()).expect("the defaults are valid")
+    }
+}
+
+fn push_settings(p: &PushConfig) -> Result<PushSettings, ConfigError> {
+    let public_url = match p.public_url.as_deref() {
+        None if p.enabled => {
+            return Err(err(
+                "push.public_url",
+                "push.enabled needs the http(s) URL at which the agents reach this gateway",
+            ))
+        }
+        None => None,
+        Some(raw) => {
+            let url = parse_url("push.public_url", raw)?;
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(err(
+                    "push.public_url",
+                    format!("{raw:?} must have no query or fragment"),
+                ));
+            }
+            Some(url)
+        }
+    };
+    Ok(PushSettings {
+        enabled: p.enabled,
+        public_url,
+        max_body_bytes: p.max_body_bytes.get(),
+        max_per_second: p.max_per_second,
+    })
+}
+
+/// `agents[].push`: whether the gateway registers push notifications with this agent
+/// (docs/design.md#the-live-inbox).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PushChoice {
+    /// When `push.enabled` and the card declares `capabilities.pushNotifications`.
+    #[default]
+    Auto,
+    /// Never: the agent is read by the shared poll.
+    Off,
+}
+
+bounds! {
+    /// `inbox` (docs/design.md#the-live-inbox): the shared poll of agents without push and
+    /// the bounds of the inbox and its change feed; like [`Limits`], a `0` is refused as the
+    /// file is read.
+    pub struct InboxConfig {
+        /// Seconds between two shared `ListTasks` polls of an agent without push.
+        poll_s: NonZeroU64 = nonzero_u64(10),
+        /// Conversations kept per agent (the oldest are dropped first).
+        max_threads_per_agent: NonZeroUsize = nonzero(1000),
+        /// Open `GET /threads/events` streams in all; 429 above.
+        max_subscribers: NonZeroUsize = nonzero(1024),
+        /// Open `GET /threads/events` streams per caller identity; 429 above.
+        max_subscribers_per_caller: NonZeroUsize = nonzero(16),
+        /// Changes queued for one subscriber; a subscriber that falls this far behind is
+        /// dropped with `event: error`.
+        subscriber_buffer: NonZeroUsize = nonzero(256),
+        /// Recent changes kept for `Last-Event-ID` resumes.
+        resume_window: NonZeroUsize = nonzero(1024),
+    }
+}
+
+impl InboxConfig {
+    /// `poll_s` as a `Duration`.
+    pub fn poll(&self) -> Duration {
+        Duration::from_secs(self.poll_s.get())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1214,6 +1349,8 @@ mod tests {
         assert_eq!(s.agents[0].forward_identity.as_ref().unwrap(), "x-caller");
         assert_eq!(s.binding_ttl, Duration::from_secs(DEFAULT_BINDING_TTL_S));
         assert_eq!(s.readiness, Readiness { strict: false });
+        assert_eq!(s.push, PushSettings::default());
+        assert_eq!(s.inbox, InboxConfig::default());
     }
 
     /// `readiness` is off by default, `strict: true` turns it on, and an unknown key under it
@@ -1230,6 +1367,37 @@ mod tests {
         assert!(unknown.contains("strcit"), "{unknown}");
     }
 
+    /// `push.enabled` needs an http(s) `public_url`; the bounds are positive; an agent's
+    /// `push` is `auto` or `off`; each problem names its key.
+    #[test]
+    fn push_needs_a_public_url_and_names_its_keys() {
+        let base = "agents: [{name: a, url: 'http://x'}]\n";
+        let check = |extra: &str| {
+            let file = yaml(&format!("{base}{extra}")).map_err(|e| e.to_string())?;
+            settings(file, Overrides::default()).map_err(|e| e.to_string())
+        };
+        let e = check("push: {enabled: true}").unwrap_err();
+        assert!(e.contains("push.public_url"), "{e}");
+        let e = check("push: {enabled: true, public_url: 'ftp://gw'}").unwrap_err();
+        assert!(
+            e.contains("push.public_url") && e.contains("http(s)"),
+            "{e}"
+        );
+        let e = check("push: {max_per_second: 0}").unwrap_err();
+        assert!(e.contains("max_per_second"), "{e}");
+        let e = check("inbox: {poll_s: 0}").unwrap_err();
+        assert!(e.contains("poll_s"), "{e}");
+        let s =
+            check("push: {enabled: true, public_url: 'https://gw.internal:8443/base'}").unwrap();
+        assert!(s.push.enabled);
+        assert_eq!(s.push.max_body_bytes, DEFAULT_PUSH_MAX_BODY_BYTES);
+        assert_eq!(s.agents[0].push, PushChoice::Auto);
+        let e = yaml("agents: [{name: a, url: 'http://x', push: sometimes}]").unwrap_err();
+        assert!(e.contains("push"), "{e}");
+        let off = yaml("agents: [{name: a, url: 'http://x', push: 'off'}]").unwrap();
+        assert_eq!(off.agents[0].push, PushChoice::Off);
+    }
+
     /// The nineteen bounds' one table ([`Limits`], [`Timeouts`]) is what the example config
     /// and docs/design.md's tables state, key for key and value for value, in order: a
     /// default changed in the code and not in both fails here (and the other way round).
@@ -1240,6 +1408,7 @@ mod tests {
         let sections = [
             ("limits", Limits::default().keys()),
             ("timeouts", Timeouts::default().keys()),
+            ("inbox", InboxConfig::default().keys()),
         ];
         let example: serde_yaml_ng::Value =
             serde_yaml_ng::from_str(&read("config/gateway.example.yaml")).unwrap();

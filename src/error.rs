@@ -114,6 +114,15 @@ pub(crate) enum RequestError {
     /// list and its mutations, docs/copilotkit.md).
     #[error("the binding store did not answer ({0}); retry later")]
     StoreUnavailable(&'static str),
+    /// A push body over `push.max_body_bytes` (docs/design.md#the-live-inbox).
+    #[error("push body exceeds push.max_body_bytes ({0} bytes)")]
+    PushTooLarge(usize),
+    /// Pushes of an agent over `push.max_per_second`.
+    #[error("too many pushes for this agent (push.max_per_second); retry in {0} s")]
+    PushRateLimited(u64),
+    /// A change feed over one of its bounds, named by its key.
+    #[error("too many change feed subscribers ({0}); retry later")]
+    TooManySubscribers(&'static str),
 }
 
 /// The code of an upstream that cannot be reached, before a stream (a 502) or in one.
@@ -157,6 +166,9 @@ impl RequestError {
             Self::UpstreamAuthFailed(_) => UPSTREAM_AUTH_FAILED,
             Self::InvalidThreadUpdate(_) => "invalid_thread_update",
             Self::StoreUnavailable(_) => "store_unavailable",
+            Self::PushTooLarge(_) => "body_too_large",
+            Self::PushRateLimited(_) => "rate_limited",
+            Self::TooManySubscribers(_) => "too_many_subscribers",
         }
     }
 
@@ -164,8 +176,10 @@ impl RequestError {
     /// docs/design.md#3-http-surface), if any.
     pub(crate) fn retry_after(&self) -> Option<u64> {
         match self {
-            Self::TooManyRuns(_) | Self::StoreUnavailable(_) => Some(1),
-            Self::RateLimited(secs) => Some((*secs).max(1)),
+            Self::TooManyRuns(_) | Self::StoreUnavailable(_) | Self::TooManySubscribers(_) => {
+                Some(1)
+            }
+            Self::RateLimited(secs) | Self::PushRateLimited(secs) => Some((*secs).max(1)),
             _ => None,
         }
     }
@@ -192,10 +206,15 @@ impl RequestError {
             | Self::EmptyMessage
             | Self::IdTooLong { .. }
             | Self::InvalidThreadUpdate(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::BodyTooLarge(_) | Self::StateTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTooLarge(_) | Self::StateTooLarge(_) | Self::PushTooLarge(_) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::TooManyRuns(_) | Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyRuns(_)
+            | Self::RateLimited(_)
+            | Self::PushRateLimited(_)
+            | Self::TooManySubscribers(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::HeadTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::HeadTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -348,6 +367,9 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
         UpstreamAuthFailed(String::new()),
         InvalidThreadUpdate(String::new()),
         StoreUnavailable("timeout"),
+        PushTooLarge(0),
+        PushRateLimited(1),
+        TooManySubscribers(""),
     ];
     // A new variant fails to compile here until it is added to the list above.
     for e in &all {
@@ -379,7 +401,10 @@ pub(crate) fn every_request_error() -> Vec<RequestError> {
             | UpstreamTimeout(_)
             | UpstreamAuthFailed(_)
             | InvalidThreadUpdate(_)
-            | StoreUnavailable(_) => {}
+            | StoreUnavailable(_)
+            | PushTooLarge(_)
+            | PushRateLimited(_)
+            | TooManySubscribers(_) => {}
         }
     }
     all

@@ -40,9 +40,11 @@ pub(crate) mod copilotkit_threads;
 #[cfg(test)]
 mod differential_tests;
 pub(crate) mod encoding;
+pub(crate) mod feed;
 #[cfg(test)]
 mod fuzz_tests;
 pub(crate) mod listener;
+pub(crate) mod push;
 pub(crate) mod ratelimit;
 pub(crate) mod routes;
 pub(crate) mod server;
@@ -157,6 +159,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/agents/{name}/threads", get(threads::list))
         .route("/agents/{name}/threads/{thread_id}", get(threads::detail))
         .route("/threads", get(threads::inbox))
+        .route("/threads/events", get(feed::events))
         .merge(copilotkit::routes(state.copilotkit_base_path.as_deref()))
         .merge(copilotkit_threads::routes(
             state.copilotkit_base_path.as_deref(),
@@ -174,6 +177,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi))
+        // The token a push carries is its credential (docs/design.md#the-live-inbox).
+        .route("/a2a/push/{agent}", post(push::receive))
         .merge(console::routes())
         .merge(open_metrics)
         .method_not_allowed_fallback(|| async { RequestError::MethodNotAllowed });
@@ -718,8 +723,13 @@ mod tests {
     async fn every_listed_first_segment_is_routed() {
         let app = router(state());
         for segment in routes::OWN {
-            let uri = format!("/{segment}");
+            // `a2a` holds only the push route (POST /a2a/push/{agent}).
+            let (method, uri) = match segment {
+                "a2a" => ("POST", "/a2a/push/x".to_owned()),
+                _ => ("GET", format!("/{segment}")),
+            };
             let req = HttpRequest::builder()
+                .method(method)
                 .uri(&uri)
                 .body(Body::empty())
                 .unwrap();
@@ -982,6 +992,11 @@ mod tests {
                     StatusCode::METHOD_NOT_ALLOWED,
                     "{method} {path}"
                 );
+                if path == "/threads/events" {
+                    assert_eq!(resp.status(), StatusCode::OK);
+                    // A change feed: it does not end.
+                    continue;
+                }
                 let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
                     .await
                     .unwrap();
@@ -995,7 +1010,7 @@ mod tests {
         }
         // The router's operations, each described (a route added without its description
         // fails here).
-        assert_eq!(operations, 24);
+        assert_eq!(operations, 26);
         let unrouted = HttpRequest::builder()
             .uri("/nope")
             .body(Body::empty())

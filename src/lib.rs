@@ -21,6 +21,9 @@
 //! - [`redact`]: what may be shown or logged (userinfo, foreign strings).
 //! - [`json`]: JSON read alike by both protocols (`null` as absent, non-empty strings).
 //! - [`metrics`]: the Prometheus metrics served at `/metrics`.
+//! - [`inbox`]: the live inbox: every agent's conversations kept by pushes, runs and one
+//!   shared poll, and the change feed of `GET /threads/events`.
+//! - [`push`]: A2A push notifications received: tokens, registrations, push bodies.
 //! - [`telemetry`]: traces over OTLP: a span per run and per upstream call.
 //! - [`demo`]: the embedded demo A2A agent (`--demo`).
 //! - [`app`]: build the app from settings and serve it; the state its handlers and runs share.
@@ -36,8 +39,10 @@ pub(crate) mod error;
 pub(crate) mod http;
 pub(crate) mod http1;
 pub(crate) mod ids;
+pub(crate) mod inbox;
 pub(crate) mod json;
 pub(crate) mod metrics;
+pub(crate) mod push;
 pub(crate) mod redact;
 pub(crate) mod registry;
 pub(crate) mod run;

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use crate::store::{FailureKind, StoreErrors};
 
+pub(crate) mod inbox;
+
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -116,6 +118,8 @@ pub(crate) struct Metrics {
     events: Family<AgentLabels, Counter>,
     tokens: Family<TokenLabels, Counter>,
     rate_limited: Counter,
+    /// The live inbox's (docs/design.md#the-live-inbox).
+    pub(crate) inbox: inbox::InboxMetrics,
 }
 
 /// `agui_gateway_binding_store_errors_total{kind}`, read from the store's own counts at
@@ -210,6 +214,7 @@ impl Metrics {
             Counter::default(),
         );
         registry.register_collector(Box::new(StoreErrorsCollector(store_errors)));
+        let inbox = inbox::InboxMetrics::register(&mut registry);
         Self {
             registry,
             runs,
@@ -221,6 +226,7 @@ impl Metrics {
             events,
             tokens,
             rate_limited,
+            inbox,
         }
     }
 

@@ -169,14 +169,15 @@ pub(crate) struct Store {
 
 #[derive(Debug)]
 enum Kind {
-    Memory(MemoryStore),
+    /// Boxed: the memory store is a handful of maps, the Redis one a pointer.
+    Memory(Box<MemoryStore>),
     Redis(Arc<RedisStore>),
 }
 
 impl Store {
     /// An empty in-memory store.
     pub(crate) fn memory() -> Self {
-        Self::of(Kind::Memory(MemoryStore::default()))
+        Self::of(Kind::Memory(Box::default()))
     }
 
     /// A store on Redis.
@@ -367,6 +368,79 @@ impl Store {
             // run (a failure is counted when a run's call meets it).
             Kind::Redis(r) => r.ping().await.map_err(|e| {
                 json!({"store": self.kind(), "kind": e.kind().as_str(), "error": e.to_string()})
+            }),
+        }
+    }
+
+    // ---- the live inbox (docs/design.md#the-live-inbox) ----
+
+    /// Registers the push token of `task_id` on `agent` (its SHA-256 digest, never the token
+    /// itself, [`crate::push::digest`]), for `binding_ttl_s` like a binding, so any replica
+    /// accepts the task's pushes. A store that fails loses it (logged and counted): the
+    /// task's pushes are then refused, and the shared poll still sees the task.
+    #[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
+    pub(crate) async fn put_push_token(&self, agent: &str, task_id: &TaskId, token: &str) {
+        let digest = crate::push::digest(token);
+        let stored = match &self.kind {
+            Kind::Memory(m) => {
+                m.put_push_token(agent, task_id, digest);
+                Ok(())
+            }
+            Kind::Redis(r) => r.put_push_token(agent, task_id, &digest).await,
+        };
+        if let Err(e) = stored {
+            self.errors.add(e.kind());
+            tracing::warn!(
+                agent,
+                kind = e.kind().as_str(),
+                "push registration not stored; the task's pushes will be refused"
+            );
+        }
+    }
+
+    /// The digest of the push token registered for `task_id` on `agent`, if any (a store
+    /// that does not answer: none, so the push is refused and the agent sends it again).
+    pub(crate) async fn push_token(&self, agent: &str, task_id: &TaskId) -> Option<String> {
+        match &self.kind {
+            Kind::Memory(m) => m.push_token(agent, task_id),
+            Kind::Redis(r) => r.push_token(agent, task_id).await.unwrap_or_else(|e| {
+                self.errors.add(e.kind());
+                None
+            }),
+        }
+    }
+
+    /// Takes the lease `name` for `ttl` (one replica at a time does what it guards): the
+    /// memory store always grants it (one process); Redis grants it to the first replica
+    /// to ask (`SET NX PX`). A store that does not answer grants it: each replica then does
+    /// the work itself, as if alone.
+    pub(crate) async fn lease(&self, name: &str, ttl: std::time::Duration) -> bool {
+        match &self.kind {
+            Kind::Memory(_) => true,
+            Kind::Redis(r) => r.lease(name, ttl).await.unwrap_or_else(|e| {
+                self.errors.add(e.kind());
+                true
+            }),
+        }
+    }
+
+    /// Shares the last read of `agent`'s conversations with the other replicas for `ttl`
+    /// (Redis only; the memory store has no other replica).
+    pub(crate) async fn put_inbox_read(&self, agent: &str, read: &str, ttl: std::time::Duration) {
+        if let Kind::Redis(r) = &self.kind {
+            if let Err(e) = r.put_inbox_read(agent, read, ttl).await {
+                self.errors.add(e.kind());
+            }
+        }
+    }
+
+    /// The last read of `agent`'s conversations another replica shared, if any.
+    pub(crate) async fn inbox_read(&self, agent: &str) -> Option<String> {
+        match &self.kind {
+            Kind::Memory(_) => None,
+            Kind::Redis(r) => r.inbox_read(agent).await.unwrap_or_else(|e| {
+                self.errors.add(e.kind());
+                None
             }),
         }
     }

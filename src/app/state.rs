@@ -68,6 +68,13 @@ pub(crate) struct Shared {
     pub copilotkit_base_path: Option<String>,
     /// The agent answering as `default` under the base path (`copilotkit.default_agent`).
     pub copilotkit_default_agent: Option<String>,
+    /// The live inbox (docs/design.md#the-live-inbox): `GET /threads`, its change feed,
+    /// and what pushes and runs tell it.
+    pub inbox: Arc<crate::inbox::Inbox>,
+    /// `push` (docs/design.md#the-live-inbox).
+    pub push: crate::config::PushSettings,
+    /// `push.max_per_second`, per agent.
+    pub push_limiter: Arc<crate::http::ratelimit::PushLimiter>,
 }
 
 impl Deref for Shared {
@@ -88,10 +95,18 @@ impl Shared {
         traces: Option<Arc<Traces>>,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
+        let store = Arc::new(store);
+        let inbox = crate::inbox::Inbox::new(
+            registry.clone(),
+            store.clone(),
+            metrics.clone(),
+            settings,
+            stop.clone(),
+        );
         Self {
             run: Arc::new(run::Env {
                 registry,
-                store: Arc::new(store),
+                store,
                 limits: settings.limits,
                 timeouts: settings.timeouts,
                 metrics,
@@ -107,6 +122,11 @@ impl Shared {
             traces,
             copilotkit_base_path: settings.copilotkit_base_path.clone(),
             copilotkit_default_agent: settings.copilotkit_default_agent.clone(),
+            inbox,
+            push: settings.push.clone(),
+            push_limiter: Arc::new(crate::http::ratelimit::PushLimiter::new(
+                settings.push.max_per_second,
+            )),
         }
     }
 

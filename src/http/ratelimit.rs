@@ -58,6 +58,24 @@ impl RunLimiter {
     }
 }
 
+/// `push.max_per_second`, one bucket per agent (agent names come from config: bounded).
+#[derive(Debug)]
+pub(crate) struct PushLimiter(DefaultKeyedRateLimiter<String>);
+
+impl PushLimiter {
+    pub(crate) fn new(per_second: std::num::NonZeroU32) -> Self {
+        Self(governor::RateLimiter::keyed(Quota::per_second(per_second)))
+    }
+
+    /// `Ok` if a push of `agent` may be taken now; else the seconds to wait.
+    pub(crate) fn check(&self, agent: &str) -> Result<(), u64> {
+        self.0.check_key(&agent.to_owned()).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

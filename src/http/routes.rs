@@ -5,7 +5,7 @@
 //! segment is routed).
 
 /// Every first segment the router mounts a route under, the CopilotKit routes aside.
-pub(crate) const OWN: [&str; 7] = [
+pub(crate) const OWN: [&str; 8] = [
     "agents",
     "threads",
     "healthz",
@@ -13,6 +13,7 @@ pub(crate) const OWN: [&str; 7] = [
     "metrics",
     "openapi.json",
     "console",
+    "a2a",
 ];
 
 /// Whether `path`'s first segment is one of the gateway's own ([`OWN`]).

@@ -43,11 +43,10 @@ use crate::bridge::{history, Projector, RunFrame};
 use crate::config::Limits;
 use crate::error::RequestError;
 use crate::ids::{ContextId, TaskId, ThreadId};
+use crate::inbox::{book, Read};
 use crate::registry::{Agent, Upstream};
 
-/// `ListTasks` pages read for a list, and tasks per page.
-const LIST_PAGES: usize = 5;
-const LIST_PAGE_SIZE: u32 = 100;
+use crate::inbox::poll::{LIST_PAGES, LIST_PAGE_SIZE};
 /// Threads read from the binding store for an upstream without `ListTasks`, and `GetTask`
 /// calls in flight at once for them.
 const BINDINGS_LIMIT: usize = 200;
@@ -90,24 +89,37 @@ pub(crate) async fn list(
 }
 
 /// `GET /threads`: every agent's visible conversations, newest first, each with `agent`;
-/// the agents that could not be read in `unavailable` (always present).
+/// the agents that could not be read in `unavailable` (always present). Answered from the
+/// live inbox (docs/design.md#the-live-inbox): before an agent's first shared read completes
+/// the request waits for it (at most `timeouts.upstream_call`), never reading it itself;
+/// agents the inbox does not keep ([`Read::Live`]: A2A 0.3, per-caller credentials) are
+/// read for the caller as before. `readAt`: when the oldest of the polled agents' reads was
+/// made.
 pub(crate) async fn inbox(
     State(s): State<AppState>,
     caller: Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<InboxPage>, RequestError> {
     let q = query(q)?;
-    // Every agent at once: one that does not answer costs the inbox one
+    s.inbox.first_reads(s.timeouts.upstream_call()).await;
+    // Every live agent at once: one that does not answer costs the inbox one
     // `timeouts.upstream_call`, not one per agent.
     let reads = s.registry.all().map(|agent| {
         let (s, caller) = (&s, &caller);
         async move {
             let name = agent.settings.name.clone();
-            let read = visible_threads(s, agent, caller).await;
-            if let Err(e) = &read {
-                tracing::warn!(agent = %name, code = e.code(), error = %e,
-                    "the inbox could not read an agent's conversations");
-            }
+            let read = match s.inbox.read_of(&name) {
+                Some(Read::Polled(_) | Read::Pushed) => {
+                    Ok((s.inbox.threads_for(caller, &name), SOURCE_UPSTREAM))
+                }
+                Some(Read::Failed(code)) => Err(code),
+                Some(Read::Pending) => Err(crate::error::UPSTREAM_TIMEOUT),
+                Some(Read::Live) | None => visible_threads(s, agent, caller).await.map_err(|e| {
+                    tracing::warn!(agent = %name, code = e.code(), error = %e,
+                            "the inbox could not read an agent's conversations");
+                    e.code()
+                }),
+            };
             (name, read)
         }
     });
@@ -121,15 +133,20 @@ pub(crate) async fn inbox(
     } else {
         SOURCE_BINDINGS
     };
-    let inbox = threads::inbox(
-        read.into_iter()
-            .map(|(name, r)| (name, r.map(|(t, _)| t).map_err(|e| e.code()))),
-    );
+    let inbox = threads::inbox(read.into_iter().map(|(name, r)| (name, r.map(|(t, _)| t))));
     let page = page(inbox.threads, |t| t.thread.status, source, &q)?;
     Ok(Json(InboxPage {
         page,
+        read_at: s.inbox.read_at().and_then(rfc3339),
         unavailable: inbox.unavailable,
     }))
+}
+
+/// `at` as RFC 3339 UTC.
+fn rfc3339(at: std::time::SystemTime) -> Option<String> {
+    time::OffsetDateTime::from(at)
+        .format(&time::format_description::well_known::Rfc3339)
+        .ok()
 }
 
 /// `GET /agents/{name}/threads/{threadId}`: the conversation with its messages (rebuilt from
@@ -322,19 +339,13 @@ pub(crate) async fn visible_threads(
         .await
         .map_err(|e| RequestError::from(&e))?;
     let mut visible = Vec::new();
-    for mut thread in threads::summarize(&tasks, ThreadId::of_context) {
-        let record = s
+    for thread in threads::summarize(&tasks, ThreadId::of_context) {
+        let creator = s
             .store
             .owner_of(&agent.settings.name, &thread.context_id)
             .await;
-        let creator = record.as_ref().map(|(c, _)| c);
-        if !caller.may_use_context(creator, agent.settings.visibility) {
-            continue;
-        }
-        if let Some((_, creator_thread)) = record {
-            thread.thread_id = creator_thread;
-        }
-        visible.push(thread);
+        let visibility = agent.settings.visibility;
+        visible.extend(book::shown(caller, visibility, thread, creator.as_ref()));
     }
     Ok((visible, SOURCE_UPSTREAM))
 }
@@ -408,6 +419,10 @@ pub(crate) struct ThreadPage<T> {
 pub(crate) struct InboxPage {
     #[serde(flatten)]
     page: ThreadPage<threads::InboxThread>,
+    /// When the oldest read of an agent kept by the shared poll was made (RFC 3339); absent
+    /// when no such agent was read (docs/design.md#the-live-inbox).
+    #[serde(rename = "readAt", skip_serializing_if = "Option::is_none")]
+    read_at: Option<String>,
     unavailable: Vec<threads::Unavailable>,
 }
 
@@ -548,6 +563,7 @@ mod tests {
                 &query(None, None),
             )
             .unwrap(),
+            read_at: None,
             unavailable: inbox.unavailable.clone(),
         };
         let before = json!({"threads": [json!(inbox.threads[0])], "source": "upstream",

@@ -30,6 +30,8 @@ pub(crate) struct MemoryStore {
     capacity: usize,
     /// (owner, agent, threadId) -> the caller's mark on the thread (CopilotKit's list).
     marks: DashMap<Key, ThreadMark>,
+    /// (agent, taskId) -> the digest of the task's push token.
+    push_tokens: DashMap<(String, TaskId), String>,
 }
 
 impl Default for MemoryStore {
@@ -48,6 +50,7 @@ impl MemoryStore {
             answers: DashMap::new(),
             capacity: capacity.max(8),
             marks: DashMap::new(),
+            push_tokens: DashMap::new(),
         }
     }
 
@@ -206,6 +209,21 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    #[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
+    pub(crate) fn put_push_token(&self, agent: &str, task_id: &TaskId, digest: String) {
+        let key = (agent.to_owned(), task_id.clone());
+        evict_if_full(&self.push_tokens, &key, self.capacity);
+        self.push_tokens.insert(key, digest);
+    }
+
+    pub(crate) fn push_token(&self, agent: &str, task_id: &TaskId) -> Option<String> {
+        self.push_tokens
+            .get(&(agent.to_owned(), task_id.clone()))
+            .map(|d| d.clone())
+    }
+}
+
 /// Makes room for `key` in a map at `capacity`: an arbitrary eighth is evicted.
 fn evict_if_full<K, V>(map: &DashMap<K, V>, key: &K, capacity: usize)
 where
@@ -346,6 +364,20 @@ mod tests {
         assert_eq!(marks.len(), 1);
         assert_eq!(marks[&thread("t")], mark);
         assert!(s.marks_of(&who("bob"), "a", 10).is_empty());
+    }
+
+    #[test]
+    fn push_tokens_are_per_agent_and_task_and_bounded() {
+        let s = MemoryStore::with_capacity(64);
+        let task = TaskId::new("t");
+        s.put_push_token("a", &task, "d1".into());
+        assert_eq!(s.push_token("a", &task).as_deref(), Some("d1"));
+        assert_eq!(s.push_token("b", &task), None);
+        assert_eq!(s.push_token("a", &TaskId::new("u")), None);
+        for i in 0..1_000 {
+            s.put_push_token("a", &TaskId::new(format!("t{i}")), "d".into());
+        }
+        assert!(s.push_tokens.len() <= 64);
     }
 
     #[test]

@@ -557,6 +557,104 @@ impl RedisStore {
     }
 }
 
+// ---- the live inbox (docs/design.md#the-live-inbox) ----
+
+/// Prefix of push registrations: agent + taskId -> the digest of the task's push token.
+pub(crate) const PUSH_PREFIX: &str = "agui-a2a-gateway:push:";
+/// Prefix of leases: one replica at a time does what the lease names (the inbox's poll).
+pub(crate) const LEASE_PREFIX: &str = "agui-a2a-gateway:lease:";
+/// Prefix of the inbox's shared reads: agent -> its conversations as last polled.
+pub(crate) const INBOX_PREFIX: &str = "agui-a2a-gateway:inbox:";
+/// The largest shared read the store reads back (`inbox.max_threads_per_agent` items of a
+/// few hundred bytes each).
+pub(crate) const MAX_INBOX_READ_BYTES: usize = 4 * 1024 * 1024;
+
+/// A key of one of the inbox's prefixes: the prefix, then each part escaped, `:` between.
+pub(crate) fn inbox_key(prefix: &str, parts: &[&str]) -> String {
+    let mut key = String::from(prefix);
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            key.push(':');
+        }
+        escape_into(&mut key, part);
+    }
+    key
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl RedisStore {
+    /// `SET push:<agent>:<taskId> digest EX binding_ttl_s`.
+    #[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
+    pub(crate) async fn put_push_token(
+        &self,
+        agent: &str,
+        task_id: &TaskId,
+        digest: &str,
+    ) -> Result<(), Unavailable> {
+        let mut cmd = ::redis::cmd("SET");
+        cmd.arg(inbox_key(PUSH_PREFIX, &[agent, task_id.as_str()]))
+            .arg(digest)
+            .arg("EX")
+            .arg(self.ttl_s);
+        self.call::<()>(&cmd, Retry::Once).await
+    }
+
+    /// `GET push:<agent>:<taskId>`.
+    pub(crate) async fn push_token(
+        &self,
+        agent: &str,
+        task_id: &TaskId,
+    ) -> Result<Option<String>, Unavailable> {
+        let mut cmd = ::redis::cmd("GET");
+        cmd.arg(inbox_key(PUSH_PREFIX, &[agent, task_id.as_str()]));
+        self.call(&cmd, Retry::Once).await.and_then(checked)
+    }
+
+    /// `SET lease:<name> 1 NX PX ttl`: `true` if this replica now holds it.
+    pub(crate) async fn lease(&self, name: &str, ttl: Duration) -> Result<bool, Unavailable> {
+        let mut cmd = ::redis::cmd("SET");
+        cmd.arg(inbox_key(LEASE_PREFIX, &[name]))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl));
+        // Not sent twice: a second SET NX after a lost reply would find its own lease.
+        let set: Option<String> = self.call(&cmd, Retry::Never).await?;
+        Ok(set.is_some())
+    }
+
+    /// `SET inbox:<agent> read PX ttl`.
+    pub(crate) async fn put_inbox_read(
+        &self,
+        agent: &str,
+        read: &str,
+        ttl: Duration,
+    ) -> Result<(), Unavailable> {
+        let mut cmd = ::redis::cmd("SET");
+        cmd.arg(inbox_key(INBOX_PREFIX, &[agent]))
+            .arg(read)
+            .arg("PX")
+            .arg(millis(ttl));
+        self.call::<()>(&cmd, Retry::Once).await
+    }
+
+    /// `GET inbox:<agent>`, at most [`MAX_INBOX_READ_BYTES`].
+    pub(crate) async fn inbox_read(&self, agent: &str) -> Result<Option<String>, Unavailable> {
+        let mut cmd = ::redis::cmd("GET");
+        cmd.arg(inbox_key(INBOX_PREFIX, &[agent]));
+        match self.call::<Option<String>>(&cmd, Retry::Once).await? {
+            Some(v) if v.len() > MAX_INBOX_READ_BYTES => Err(Unavailable::broken_reply(&format!(
+                "an inbox read of {} bytes",
+                v.len()
+            ))),
+            v => Ok(v),
+        }
+    }
+}
+
 fn timed_out(after: Duration) -> Unavailable {
     Unavailable::Failed {
         kind: FailureKind::Timeout,

@@ -19,6 +19,7 @@ mod helm;
 mod hostile;
 mod identity_peers;
 mod identity_support;
+mod inbox;
 mod lane;
 mod ops;
 mod pki;

@@ -35,7 +35,8 @@ fn ids(list: &Value) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn threads_are_listed_with_their_live_status_and_read_back() {
-    let gw = Gateway::start("{}", true).await;
+    // The inbox is kept by one shared poll per interval (docs/design.md#the-live-inbox).
+    let gw = Gateway::start(r#"{"inbox": {"poll_s": 1}}"#, true).await;
     let url = gw.agent_url("demo");
     drive_message(&url, "th-done", "echo all done").await;
     drive_message(&url, "th-wait", "approve").await;
@@ -71,8 +72,20 @@ async fn threads_are_listed_with_their_live_status_and_read_back() {
         (400, Some("invalid_query"))
     );
 
-    // The inbox across agents: what waits for a human.
-    let (_, inbox) = get(&format!("{}/threads?status=input-required", gw.base), None).await;
+    // The inbox across agents: what waits for a human, once the shared poll read it.
+    let waiting = format!("{}/threads?status=input-required", gw.base);
+    let inbox = wait_until(
+        "the inbox shows th-wait",
+        std::time::Duration::from_secs(5),
+        async || {
+            let (_, inbox) = get(&waiting, None).await;
+            match inbox["threads"][0]["threadId"] == "th-wait" {
+                true => Ok(inbox),
+                false => Err(inbox.to_string()),
+            }
+        },
+    )
+    .await;
     assert_eq!(inbox["threads"][0]["agent"], "demo");
     assert_eq!(inbox["threads"][0]["threadId"], "th-wait");
 
@@ -206,28 +219,40 @@ async fn an_agent_that_cannot_be_read_never_looks_like_an_empty_inbox() {
             {"name": "slow", "url": slow.url},
         ],
         "timeouts": {"upstream_call": 2000},
+        "inbox": {"poll_s": 1},
     });
     let gw = Gateway::start(&config.to_string(), true).await;
     drive_message(&gw.agent_url("demo"), "live-wait", "approve").await;
     drive_message(&gw.agent_url("gone"), "gone-wait", "approve").await;
     drive_message(&gw.agent_url("gone03"), "gone03-wait", "approve").await;
     let waiting = format!("{}/threads?status=input-required", gw.base);
-    let (status, inbox) = get(&waiting, None).await;
-    assert_eq!(status, 200, "{inbox}");
-    // (`gone` also sees `gone03`'s context under its contextId: one upstream, shared.)
-    let listed = inbox_ids(&inbox);
     let pair = |a: &str, t: &str| (a.to_owned(), t.to_owned());
-    for expected in [
-        pair("demo", "live-wait"),
-        pair("gone", "gone-wait"),
-        pair("gone03", "gone03-wait"),
-    ] {
-        assert!(listed.contains(&expected), "{expected:?}: {inbox}");
-    }
+    // (`gone` also sees `gone03`'s context under its contextId: one upstream, shared.)
+    let within = std::time::Duration::from_secs(8);
+    wait_until("the inbox lists every waiting thread", within, async || {
+        let (status, inbox) = get(&waiting, None).await;
+        assert_eq!(status, 200, "{inbox}");
+        let listed = inbox_ids(&inbox);
+        let all = [
+            pair("demo", "live-wait"),
+            pair("gone", "gone-wait"),
+            pair("gone03", "gone03-wait"),
+        ]
+        .iter()
+        .all(|e| listed.contains(e));
+        all.then_some(()).ok_or(inbox.to_string())
+    })
+    .await;
 
     own.kill();
-    let (status, inbox) = get(&waiting, None).await;
-    assert_eq!(status, 200, "{inbox}");
+    // The inbox learns it at the next shared read of each agent.
+    let inbox = wait_until("the dead agents are unavailable", within, async || {
+        let (status, inbox) = get(&waiting, None).await;
+        assert_eq!(status, 200, "{inbox}");
+        let down = inbox["unavailable"].as_array().map_or(0, Vec::len) == 4;
+        down.then_some(inbox.clone()).ok_or(inbox.to_string())
+    })
+    .await;
     assert_eq!(
         inbox_ids(&inbox),
         [pair("demo", "live-wait")],
