@@ -340,6 +340,42 @@ impl RedisStore {
             .and_then(|r| r.task_id))
     }
 
+    /// The fields and values of the hash `key` (`HSCAN`), at least `limit` of them when the
+    /// hash has as many. Bounded: HSCAN may answer few fields per call, so the number of
+    /// calls is bounded too; a page far over its `COUNT` or a value over [`MAX_VALUE_BYTES`]
+    /// (`what` names it) is a broken reply.
+    async fn hscan(
+        &self,
+        key: &str,
+        limit: usize,
+        what: &str,
+    ) -> Result<Vec<(String, String)>, Unavailable> {
+        let mut out = Vec::new();
+        let mut cursor = 0u64;
+        for _ in 0..limit.div_ceil(10).max(10) {
+            let mut cmd = ::redis::cmd("HSCAN");
+            cmd.arg(key).arg(cursor).arg("COUNT").arg(100);
+            let (next, fields): (u64, Vec<String>) = self.call(&cmd, Retry::Once).await?;
+            if fields.len() > 2 * 1000 {
+                return Err(Unavailable::broken_reply(
+                    "an HSCAN page far over its COUNT",
+                ));
+            }
+            if fields.iter().any(|f| f.len() > MAX_VALUE_BYTES) {
+                return Err(Unavailable::broken_reply(&format!("{what} over the bound")));
+            }
+            let mut pairs = fields.into_iter();
+            while let (Some(field), Some(value)) = (pairs.next(), pairs.next()) {
+                out.push((field, value));
+            }
+            cursor = next;
+            if cursor == 0 || out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// `owner`'s threads on `agent` (`HSCAN`), at most `limit`.
     pub(crate) async fn threads_of(
         &self,
@@ -348,31 +384,11 @@ impl RedisStore {
         limit: usize,
     ) -> Result<Vec<ThreadRecord>, Unavailable> {
         let key = threads_key(owner, agent);
-        let mut out = Vec::new();
-        let mut cursor = 0u64;
-        // HSCAN may answer few fields per call: the number of calls is bounded too.
-        for _ in 0..limit.div_ceil(10).max(10) {
-            let mut cmd = ::redis::cmd("HSCAN");
-            cmd.arg(&key).arg(cursor).arg("COUNT").arg(100);
-            let (next, fields): (u64, Vec<String>) = self.call(&cmd, Retry::Once).await?;
-            if fields.len() > 2 * 1000 {
-                return Err(Unavailable::broken_reply(
-                    "an HSCAN page far over its COUNT",
-                ));
-            }
-            if fields.iter().any(|f| f.len() > MAX_VALUE_BYTES) {
-                return Err(Unavailable::broken_reply("a thread record over the bound"));
-            }
-            for pair in fields.chunks(2) {
-                if let [_, json] = pair {
-                    out.extend(serde_json::from_str::<ThreadRecord>(json).ok());
-                }
-            }
-            cursor = next;
-            if cursor == 0 || out.len() >= limit {
-                break;
-            }
-        }
+        let fields = self.hscan(&key, limit, "a thread record").await?;
+        let mut out: Vec<ThreadRecord> = fields
+            .iter()
+            .filter_map(|(_, json)| serde_json::from_str(json).ok())
+            .collect();
         out.truncate(limit);
         Ok(out)
     }
@@ -491,32 +507,14 @@ impl RedisStore {
         limit: usize,
     ) -> Result<std::collections::HashMap<ThreadId, ThreadMark>, Unavailable> {
         let key = marks_key(owner, agent);
-        let mut out = std::collections::HashMap::new();
-        let mut cursor = 0u64;
-        for _ in 0..limit.div_ceil(10).max(10) {
-            let mut cmd = ::redis::cmd("HSCAN");
-            cmd.arg(&key).arg(cursor).arg("COUNT").arg(100);
-            let (next, fields): (u64, Vec<String>) = self.call(&cmd, Retry::Once).await?;
-            if fields.len() > 2 * 1000 {
-                return Err(Unavailable::broken_reply(
-                    "an HSCAN page far over its COUNT",
-                ));
-            }
-            if fields.iter().any(|f| f.len() > MAX_VALUE_BYTES) {
-                return Err(Unavailable::broken_reply("a thread mark over the bound"));
-            }
-            for pair in fields.chunks(2) {
-                if let [thread, json] = pair {
-                    if let Ok(mark) = serde_json::from_str::<ThreadMark>(json) {
-                        out.insert(ThreadId::new(thread.as_str()), mark);
-                    }
-                }
-            }
-            cursor = next;
-            if cursor == 0 || out.len() >= limit {
-                break;
-            }
-        }
+        let fields = self.hscan(&key, limit, "a thread mark").await?;
+        let out: std::collections::HashMap<ThreadId, ThreadMark> = fields
+            .into_iter()
+            .filter_map(|(thread, json)| {
+                let mark = serde_json::from_str(&json).ok()?;
+                Some((ThreadId::new(thread), mark))
+            })
+            .collect();
         if !out.is_empty() {
             let mut cmd = ::redis::cmd("EXPIRE");
             cmd.arg(&key).arg(self.ttl_s);

@@ -241,12 +241,7 @@ async fn fifty_viewers_cost_each_agent_one_list_per_interval_and_see_approvals()
             .any(|t| t["threadId"] == json!(thread)),
         "{inbox}"
     );
-    let metrics = reqwest::get(format!("{}/metrics", gw.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&gw).await;
     assert!(
         metrics.contains("agui_gateway_feed_subscribers 50"),
         "{metrics}"
@@ -446,12 +441,7 @@ async fn forged_unknown_oversized_and_flooding_pushes_are_refused_and_counted() 
         }
     }
     assert!(limited >= 10, "{limited} of 20 limited");
-    let metrics = reqwest::get(format!("{}/metrics", gw.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&gw).await;
     for line in [
         r#"agui_gateway_push_received_total{agent="",result="unknown_agent"} 1"#,
         r#"agui_gateway_push_received_total{agent="ref",result="missing_token"} 1"#,

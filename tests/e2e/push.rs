@@ -48,20 +48,6 @@ async fn gateway(agent_url: &str) -> Gateway {
     gw
 }
 
-/// The sum of `metric`'s series whose labels contain `label`, from `/metrics`.
-async fn metric(gw: &Gateway, metric: &str, label: &str) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", gw.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(label))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 /// Starts a run of `text` on `thread` and reads its stream only until the task's id shows,
 /// then hangs up: the task goes on upstream with no stream open.
 async fn start_and_leave(gw: &Gateway, thread: &str, text: &str) -> String {
@@ -104,7 +90,7 @@ async fn pushes_reach_the_feed(mode: &str) {
     assert_eq!(first.event, "snapshot", "{mode}: {first:?}");
     // The inbox's own reads (`ListTasks`): one at start, then none, whatever happens. (A run
     // on a new thread asks `ListTasks` for a context to pick up: the run's, not the inbox's.)
-    let polls = || metric(&gw, "agui_gateway_inbox_polls_total", "");
+    let polls = || metric_sum(&gw, "agui_gateway_inbox_polls_total", "");
     let polls_before = polls().await;
 
     let thread = format!("push-slow-{mode}");
@@ -121,7 +107,7 @@ async fn pushes_reach_the_feed(mode: &str) {
     );
     assert_eq!(finished.data["threadId"], thread.as_str(), "{mode}");
     let accepted = "result=\"accepted\"";
-    let pushed = metric(&gw, "agui_gateway_push_received_total", accepted).await;
+    let pushed = metric_sum(&gw, "agui_gateway_push_received_total", accepted).await;
     assert!(pushed > 0, "{mode}: no push was accepted");
 
     let approval = format!("push-approve-{mode}");

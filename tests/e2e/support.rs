@@ -370,12 +370,28 @@ pub async fn wait_ready(gw: &Gateway) {
     .await;
 }
 
-/// `agui_gateway_open_streams` of `agent`: the gateway's run streams open now, read from
-/// its `/metrics` (open without a key when inbound auth is off).
-pub async fn open_streams(gw: &Gateway, agent: &str) -> u64 {
+/// The gateway's `/metrics` text (open without a key when inbound auth is off).
+pub async fn metrics_text(gw: &Gateway) -> String {
     let resp = reqwest::get(format!("{}/metrics", gw.base)).await.unwrap();
     assert_eq!(resp.status(), 200, "GET /metrics");
-    let text = resp.text().await.unwrap();
+    resp.text().await.unwrap()
+}
+
+/// The sum of `metric`'s series whose labels contain `label` (`""`: every series).
+pub async fn metric_sum(gw: &Gateway, metric: &str, label: &str) -> u64 {
+    let prefix = format!("{metric}{{");
+    metrics_text(gw)
+        .await
+        .lines()
+        .filter(|l| l.starts_with(&prefix) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// `agui_gateway_open_streams` of `agent`: the gateway's run streams open now, read from
+/// its `/metrics`.
+pub async fn open_streams(gw: &Gateway, agent: &str) -> u64 {
+    let text = metrics_text(gw).await;
     let series = format!("agui_gateway_open_streams{{agent=\"{agent}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(series.as_str()))
