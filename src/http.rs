@@ -600,6 +600,8 @@ mod tests {
                 timeouts: base.run.timeouts,
                 metrics: base.run.metrics.clone(),
                 stop: base.run.stop.clone(),
+                inbox: base.run.inbox.clone(),
+                push: base.run.push.clone(),
             };
             let mut s = Shared {
                 run: Arc::new(run),

@@ -18,14 +18,12 @@ use crate::a2a::model::{ProtocolVersion, StreamEvent};
 /// Bearer`, from the config's `authentication`).
 pub(crate) const TOKEN_HEADER: &str = "x-a2a-notification-token";
 
-#[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
 /// The path of the push route under the gateway's public URL: `/a2a/push/<agent>`.
 pub(crate) const PATH_PREFIX: &str = "/a2a/push/";
 
 /// The registration the gateway sends upstream for one task: where to push, and the
 /// task's fresh token (set both as the config's `token` and as its `authentication` with
 /// scheme `Bearer`).
-#[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Registration {
     pub url: String,
@@ -45,7 +43,6 @@ impl std::fmt::Debug for Registration {
 /// A registration for a task of `agent`: `<public_url>/a2a/push/<agent>` and a fresh token.
 /// The caller stores it with `Store::put_push_token` and sends it with the task's push
 /// configuration.
-#[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
 pub(crate) fn registration(agent: &str, public_url: &url::Url) -> Registration {
     Registration {
         url: url(public_url, agent),
@@ -55,7 +52,6 @@ pub(crate) fn registration(agent: &str, public_url: &url::Url) -> Registration {
 
 /// `<public_url>/a2a/push/<agent>` (a path in `public_url` is kept; agent names are plain,
 /// `crate::config` checks them).
-#[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
 pub(crate) fn url(public_url: &url::Url, agent: &str) -> String {
     let base = public_url.as_str().trim_end_matches('/');
     format!("{base}{PATH_PREFIX}{agent}")

@@ -44,6 +44,7 @@ use crate::registry::{self, Agent, Registry, Upstream};
 use crate::store::{ContextOrigin, Store, ThreadRecord};
 use crate::telemetry::RunTrace;
 
+mod inbox;
 mod meter;
 mod read;
 mod resume;
@@ -74,6 +75,11 @@ pub(crate) struct Env {
     /// Flipped to `true` when open runs must end (shutdown after the drain period): they
     /// end with `RUN_ERROR`.
     pub stop: tokio::sync::watch::Receiver<bool>,
+    /// The live inbox (docs/design.md#the-live-inbox): `GET /threads`, its change feed, and
+    /// what pushes and runs tell it.
+    pub inbox: Arc<crate::inbox::Inbox>,
+    /// `push` (docs/design.md#the-live-inbox): whether runs register push notifications.
+    pub push: crate::config::PushSettings,
 }
 
 /// Everything a run needs, handed over by the HTTP handler.
@@ -275,6 +281,8 @@ struct Run {
     armed_task: Option<TaskId>,
     /// The last task recorded for the thread in the binding store.
     recorded_task: Option<TaskId>,
+    /// What the run tells the live inbox ([`inbox::Told`]).
+    told: inbox::Told,
     /// The A2A messageId this run sent, to find its place in task history on recovery.
     sent_message_id: Option<String>,
     /// The context whose history is read before the message goes, to open the run with it
@@ -391,6 +399,7 @@ impl Run {
             stored_binding,
             armed_task: None,
             recorded_task: None,
+            told: inbox::Told::default(),
             sent_message_id: None,
             pick_up,
             lane: carried,
@@ -424,6 +433,7 @@ impl Run {
     /// Projects one upstream event, its AG-UI events appended to `out`.
     fn project(&mut self, event: &StreamEvent, out: &mut Vec<Event>) {
         self.first_event();
+        self.told.saw(event);
         out.extend(self.projector.apply(event));
     }
 
@@ -474,8 +484,15 @@ impl Run {
                 };
                 let agent = &self.agent.settings.name;
                 Box::pin(self.env.store.put_task(&self.owner, agent, &record)).await;
+                if let Some(task_id) = &record.task_id {
+                    self.register_push(task_id);
+                }
                 self.recorded_task = record.task_id;
             }
+        }
+        if let Some(seen) = self.told.take_news() {
+            let agent = &self.agent.settings.name;
+            Box::pin(self.env.inbox.update(agent, &seen)).await;
         }
         if !self.agent.settings.cancel_on_disconnect {
             return;

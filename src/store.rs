@@ -378,7 +378,6 @@ impl Store {
     /// itself, [`crate::push::digest`]), for `binding_ttl_s` like a binding, so any replica
     /// accepts the task's pushes. A store that fails loses it (logged and counted): the
     /// task's pushes are then refused, and the shared poll still sees the task.
-    #[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
     pub(crate) async fn put_push_token(&self, agent: &str, task_id: &TaskId, token: &str) {
         let digest = crate::push::digest(token);
         let stored = match &self.kind {

@@ -68,11 +68,6 @@ pub(crate) struct Shared {
     pub copilotkit_base_path: Option<String>,
     /// The agent answering as `default` under the base path (`copilotkit.default_agent`).
     pub copilotkit_default_agent: Option<String>,
-    /// The live inbox (docs/design.md#the-live-inbox): `GET /threads`, its change feed,
-    /// and what pushes and runs tell it.
-    pub inbox: Arc<crate::inbox::Inbox>,
-    /// `push` (docs/design.md#the-live-inbox).
-    pub push: crate::config::PushSettings,
     /// `push.max_per_second`, per agent.
     pub push_limiter: Arc<crate::http::ratelimit::PushLimiter>,
 }
@@ -111,6 +106,8 @@ impl Shared {
                 timeouts: settings.timeouts,
                 metrics,
                 stop,
+                inbox,
+                push: settings.push.clone(),
             }),
             runs: Arc::new(Semaphore::new(settings.limits.max_concurrent_runs.get())),
             draining: Arc::new(AtomicBool::new(false)),
@@ -122,8 +119,6 @@ impl Shared {
             traces,
             copilotkit_base_path: settings.copilotkit_base_path.clone(),
             copilotkit_default_agent: settings.copilotkit_default_agent.clone(),
-            inbox,
-            push: settings.push.clone(),
             push_limiter: Arc::new(crate::http::ratelimit::PushLimiter::new(
                 settings.push.max_per_second,
             )),

@@ -210,7 +210,6 @@ impl MemoryStore {
 }
 
 impl MemoryStore {
-    #[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
     pub(crate) fn put_push_token(&self, agent: &str, task_id: &TaskId, digest: String) {
         let key = (agent.to_owned(), task_id.clone());
         evict_if_full(&self.push_tokens, &key, self.capacity);

@@ -590,7 +590,6 @@ fn millis(d: Duration) -> u64 {
 
 impl RedisStore {
     /// `SET push:<agent>:<taskId> digest EX binding_ttl_s`.
-    #[allow(dead_code)] // the run path registers pushes (issue 30, wired by the lead)
     pub(crate) async fn put_push_token(
         &self,
         agent: &str,

@@ -89,14 +89,14 @@ async fn relay(State(t): State<Target>, req: Request) -> Response {
 
 /// One SSE event of the feed.
 #[derive(Debug, Clone)]
-struct Event {
-    event: String,
-    id: String,
-    data: Value,
+pub struct Event {
+    pub event: String,
+    pub id: String,
+    pub data: Value,
 }
 
-/// A subscriber of `GET /threads/events`.
-struct Feed {
+/// A subscriber of `GET /threads/events` (also tests/e2e/push.rs's).
+pub struct Feed {
     events: std::pin::Pin<
         Box<
             dyn futures::Stream<
@@ -110,7 +110,7 @@ struct Feed {
 }
 
 impl Feed {
-    async fn open(base: &str, last_id: Option<&str>) -> Result<Self, (u16, Value)> {
+    pub async fn open(base: &str, last_id: Option<&str>) -> Result<Self, (u16, Value)> {
         use eventsource_stream::Eventsource;
         let mut req = reqwest::Client::new().get(format!("{base}/threads/events"));
         if let Some(id) = last_id {
@@ -126,7 +126,7 @@ impl Feed {
         })
     }
 
-    async fn next(&mut self, within: Duration) -> Option<Event> {
+    pub async fn next(&mut self, within: Duration) -> Option<Event> {
         let e = tokio::time::timeout(within, self.events.next())
             .await
             .ok()??
@@ -139,7 +139,7 @@ impl Feed {
     }
 
     /// The first `thread` event for which `pick` holds, within `within`.
-    async fn until(&mut self, within: Duration, pick: impl Fn(&Value) -> bool) -> Event {
+    pub async fn until(&mut self, within: Duration, pick: impl Fn(&Value) -> bool) -> Event {
         let end = Instant::now() + within;
         while let Some(left) = end.checked_duration_since(Instant::now()) {
             match self.next(left).await {

@@ -24,6 +24,7 @@ mod lane;
 mod ops;
 mod pki;
 mod protobuf;
+mod push;
 mod react;
 mod readiness;
 mod readme;

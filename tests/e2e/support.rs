@@ -178,6 +178,20 @@ impl Gateway {
         (Self { base }, server)
     }
 
+    /// A gateway serving on `listener`, whose address the config may name (`push.public_url`).
+    pub async fn start_on(yaml: &str, listener: tokio::net::TcpListener) -> Self {
+        let file: FileConfig = serde_yaml_ng::from_str(yaml).expect("test config");
+        let overrides = Overrides {
+            listen: Some("127.0.0.1:0".into()),
+            ..Default::default()
+        };
+        let settings = config::settings(file, overrides).expect("valid settings");
+        let app = app::build(settings).await.expect("build");
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(app.serve(listener, std::future::pending()));
+        Self { base }
+    }
+
     /// A gateway with agents `NAME=URL`.
     pub async fn with_agents(agents: &[(&str, &str)]) -> Self {
         let list: Vec<Value> = agents
