@@ -224,13 +224,18 @@ impl Inbox {
     }
 
     /// Applies a change another replica relayed (never relayed again), with the creator it
-    /// knew.
-    fn relayed(&self, message: &relay::Message) -> bool {
-        if !self.agents.contains_key(&message.agent) {
-            return false;
+    /// knew (looked up here when it knew none and the context is new here).
+    async fn relayed(&self, message: &relay::Message) -> bool {
+        match message.creator() {
+            Some(creator) if self.agents.contains_key(&message.agent) => self
+                .apply(&message.agent, &message.observation, Some(creator))
+                .is_some(),
+            Some(_) => false,
+            None => self
+                .take(&message.agent, &message.observation)
+                .await
+                .is_some(),
         }
-        self.apply(&message.agent, &message.observation, message.creator())
-            .is_some()
     }
 
     /// Applies `update`, its creator looked up for a context not seen yet: `Some(creator)`

@@ -163,7 +163,11 @@ pub(crate) fn spawn(inbox: Arc<Inbox>, stop: watch::Receiver<bool>) {
     let Some(relay) = inbox.relay.as_ref() else {
         return;
     };
-    let taken = relay.out_rx.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let taken = relay
+        .out_rx
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
     if let Some(rx) = taken {
         tokio::spawn(publish(
             relay.redis.clone(),
@@ -286,7 +290,7 @@ async fn receive(inbox: &Inbox, relay: &Relay, raw: &[u8]) {
         return;
     }
     inbox.metrics.inbox.relayed(false);
-    inbox.relayed(&message);
+    inbox.relayed(&message).await;
 }
 
 #[cfg(test)]
@@ -343,7 +347,10 @@ mod tests {
         assert_eq!(big.encode(), None, "not sent");
         let raw = serde_json::to_vec(&big).unwrap();
         assert_eq!(Message::decode(&raw), Err(RelayDrop::Oversize));
-        assert_eq!(Message::decode(b"{\"replica\":1}"), Err(RelayDrop::Malformed));
+        assert_eq!(
+            Message::decode(b"{\"replica\":1}"),
+            Err(RelayDrop::Malformed)
+        );
         assert_eq!(Message::decode(b"not json"), Err(RelayDrop::Malformed));
     }
 
