@@ -411,6 +411,35 @@ async fn a_change_one_replica_sees_reaches_the_other_replicas_feed_within_a_seco
         "what came from the relay is not relayed again: {m2}"
     );
     assert_eq!(count(&m1, inn), 0, "its own messages ignored: {m1}");
+    // The subscriptions cut by the server: each replica subscribes again (and re-reads the
+    // shared reads), and changes flow again.
+    let resubscribed = "agui_gateway_inbox_relay_resubscribed_total";
+    assert_eq!(count(&m2, resubscribed), 0, "{m2}");
+    redis
+        .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+        .await
+        .unwrap();
+    wait_until(
+        "both replicas subscribed again",
+        Duration::from_secs(10),
+        async || {
+            let (m1, m2) = (metrics(&one).await, metrics(&two).await);
+            if count(&m1, resubscribed) >= 1 && count(&m2, resubscribed) >= 1 {
+                Ok(())
+            } else {
+                Err(format!("{m1}\n{m2}"))
+            }
+        },
+    )
+    .await;
+    let again = format!("relayed-again-{}", std::process::id());
+    wait_for_approval(&one, "ref", &again).await;
+    let ran = Instant::now();
+    feed.until(Duration::from_secs(1), |t| {
+        t["threadId"] == json!(again) && t["status"] == "input-required"
+    })
+    .await;
+    assert!(ran.elapsed() <= Duration::from_secs(1));
 }
 
 #[tokio::test(flavor = "multi_thread")]
