@@ -4,7 +4,9 @@
 //!
 //! Kept by: pushes (`crate::http::push`), runs ([`Inbox::observe`]), and for agents without
 //! push one shared `ListTasks` poll per agent per `inbox.poll_s` ([`poll`]; with Redis one
-//! replica at a time polls, the others read what it shared). The pure core is [`book`]
+//! replica at a time polls, the others read what it shared); with Redis also by the changes
+//! the other replicas took from their pushes and runs ([`relay`]: only those are relayed,
+//! never what came from the relay or the shared reads). The pure core is [`book`]
 //! (ordering, duplicates, bounds, who sees what) and [`feed`] (ids, resume window,
 //! subscribers); this module holds them under one lock, so a change is applied and queued
 //! for the subscribers at once, and a subscriber's snapshot or resume is exact. The lock is

@@ -17,6 +17,9 @@
 //!   `READONLY`), and by every readiness probe; a new address replaces the connection.
 //! - [`RotatingPassword`]: the password file is stat'ed every [`REREAD_EVERY`]; a new value
 //!   goes to every connection (`AUTH`), and new connections use it.
+//! - [`subscribe`]: the live inbox's relay subscribes on a RESP3 connection of its own (the
+//!   crate delivers pub/sub messages as pushes only on RESP3), made with the same TLS, user
+//!   and password; `SSUBSCRIBE` on a cluster, whose client follows the channel's shard.
 //!
 //! TLS: the `tls` block is the agents' own, parsed by the same code into the same
 //! [`TlsTrust`]; it reaches the `redis` crate as PEM ([`certificates`]). One difference,
