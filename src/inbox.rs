@@ -4,7 +4,9 @@
 //!
 //! Kept by: pushes (`crate::http::push`), runs ([`Inbox::observe`]), and for agents without
 //! push one shared `ListTasks` poll per agent per `inbox.poll_s` ([`poll`]; with Redis one
-//! replica at a time polls, the others read what it shared). The pure core is [`book`]
+//! replica at a time polls, the others read what it shared); with Redis also by the changes
+//! the other replicas took from their pushes and runs ([`relay`]: only those are relayed,
+//! never what came from the relay or the shared reads). The pure core is [`book`]
 //! (ordering, duplicates, bounds, who sees what) and [`feed`] (ids, resume window,
 //! subscribers); this module holds them under one lock, so a change is applied and queued
 //! for the subscribers at once, and a subscriber's snapshot or resume is exact. The lock is
@@ -32,6 +34,7 @@ use crate::store::Store;
 pub(crate) mod book;
 pub(crate) mod feed;
 pub(crate) mod poll;
+pub(crate) mod relay;
 
 use book::{Book, Change, Creator, Observation};
 use feed::{Feed, Full, Numbered, Start};
@@ -78,6 +81,8 @@ pub(crate) struct Inbox {
     timeouts: Timeouts,
     stop: watch::Receiver<bool>,
     started: std::sync::Once,
+    /// With the Redis store: the relay of changes between replicas ([`relay`]).
+    relay: Option<relay::Relay>,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -140,6 +145,9 @@ impl Inbox {
         );
         m.bound("inbox.resume_window", config.resume_window.get() as u64);
         let epoch = crate::push::token()[..12].to_owned();
+        let relay = store
+            .redis_store()
+            .map(|redis| relay::Relay::new(redis, &metrics));
         Arc::new(Self {
             state: Mutex::new(State {
                 book: Book::new(config.max_threads_per_agent.get()),
@@ -160,6 +168,7 @@ impl Inbox {
             timeouts: settings.timeouts,
             stop,
             started: std::sync::Once::new(),
+            relay,
         })
     }
 
@@ -174,6 +183,7 @@ impl Inbox {
                 self.timeouts,
                 self.stop.clone(),
             );
+            relay::spawn(self.clone(), self.stop.clone());
         });
     }
 
@@ -196,11 +206,45 @@ impl Inbox {
         }
     }
 
-    /// Applies `update` to `agent`'s conversation (its creator looked up in the binding
-    /// store the first time the context is seen); `true` when it changed the inbox.
+    /// Applies `update`, which this replica saw (a push or a run), to `agent`'s conversation
+    /// (its creator looked up in the binding store the first time the context is seen), and
+    /// relays the change to the other replicas ([`relay`]); `true` when it changed the inbox.
     pub(crate) async fn update(&self, agent: &str, update: &Observation) -> bool {
-        if !self.agents.contains_key(agent) {
+        let Some(creator) = self.take(agent, update).await else {
             return false;
+        };
+        if let Some(relay) = &self.relay {
+            relay.send(agent, update, creator.as_ref(), &self.metrics);
+        }
+        true
+    }
+
+    /// Applies `update` from a shared read (which every replica reads itself, so it is not
+    /// relayed); `true` when it changed the inbox.
+    pub(crate) async fn absorb(&self, agent: &str, update: &Observation) -> bool {
+        self.take(agent, update).await.is_some()
+    }
+
+    /// Applies a change another replica relayed (never relayed again), with the creator it
+    /// knew (looked up here when it knew none and the context is new here).
+    async fn relayed(&self, message: &relay::Message) -> bool {
+        match message.creator() {
+            Some(creator) if self.agents.contains_key(&message.agent) => self
+                .apply(&message.agent, &message.observation, Some(creator))
+                .is_some(),
+            Some(_) => false,
+            None => self
+                .take(&message.agent, &message.observation)
+                .await
+                .is_some(),
+        }
+    }
+
+    /// Applies `update`, its creator looked up for a context not seen yet: `Some(creator)`
+    /// when it changed the inbox.
+    async fn take(&self, agent: &str, update: &Observation) -> Option<Option<Creator>> {
+        if !self.agents.contains_key(agent) {
+            return None;
         }
         let known = self.lock().book.knows(agent, &update.context_id);
         let creator = if known {
@@ -208,13 +252,20 @@ impl Inbox {
         } else {
             self.store.owner_of(agent, &update.context_id).await
         };
-        self.apply(agent, update, creator).is_some()
+        self.apply(agent, update, creator)
     }
 
-    /// Applies `update` with its creator, and queues the change for the subscribers.
-    fn apply(&self, agent: &str, update: &Observation, creator: Option<Creator>) -> Option<()> {
+    /// Applies `update` with its creator, and queues the change for the subscribers:
+    /// `Some(the conversation's creator)` when it changed.
+    fn apply(
+        &self,
+        agent: &str,
+        update: &Observation,
+        creator: Option<Creator>,
+    ) -> Option<Option<Creator>> {
         let mut state = self.lock();
         let change = state.book.apply(agent, update, creator)?;
+        let creator = change.creator.clone();
         let held = state.book.len();
         let visibility = self.visibility(agent);
         let dropped = state
@@ -226,7 +277,7 @@ impl Inbox {
         m.threads(held);
         m.dropped(dropped);
         m.subscribers(subscribers);
-        Some(())
+        Some(creator)
     }
 
     fn visibility(&self, agent: &str) -> Visibility {

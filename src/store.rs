@@ -433,6 +433,15 @@ impl Store {
         }
     }
 
+    /// The Redis store, when it is one: the inbox relays its changes through it
+    /// (docs/design.md#the-live-inbox); the memory store has no other replica.
+    pub(crate) fn redis_store(&self) -> Option<Arc<RedisStore>> {
+        match &self.kind {
+            Kind::Memory(_) => None,
+            Kind::Redis(r) => Some(r.clone()),
+        }
+    }
+
     /// The last read of `agent`'s conversations another replica shared, if any.
     pub(crate) async fn inbox_read(&self, agent: &str) -> Option<String> {
         match &self.kind {

@@ -199,11 +199,32 @@ async fn apply(inbox: &Inbox, name: &str, shared: Shared) -> bool {
         return false;
     }
     for update in shared.tasks.iter().rev() {
-        inbox.update(name, update).await;
+        inbox.absorb(name, update).await;
     }
     let at = SystemTime::UNIX_EPOCH + Duration::from_millis(shared.at_ms);
     inbox.set_read(name, Read::Polled(at));
     true
+}
+
+/// Applies again the shared read of every agent kept by the shared poll (what the relay
+/// does after its subscription was down: changes may have been missed meanwhile).
+pub(crate) async fn reread(inbox: &Inbox) {
+    let names: Vec<String> = inbox
+        .agents
+        .iter()
+        .filter(|(_, slot)| matches!(*slot.read.borrow(), Read::Polled(_)))
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in names {
+        if let Some(shared) = inbox
+            .store
+            .inbox_read(&name)
+            .await
+            .and_then(|raw| serde_json::from_str::<Shared>(&raw).ok())
+        {
+            apply(inbox, &name, shared).await;
+        }
+    }
 }
 
 /// One `ListTasks` read of `agent`, newest first (`Err`: the code of why it failed).

@@ -74,6 +74,48 @@ struct PollLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RelayLabels {
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RelayDropLabels {
+    reason: &'static str,
+}
+
+/// Why a relayed change was dropped (`reason` label of
+/// `agui_gateway_inbox_relay_dropped_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RelayDrop {
+    /// Larger than the relay's message bound (sent or received).
+    Oversize,
+    /// The bounded queue between the subscription (or the inbox) and the relay was full.
+    QueueFull,
+    /// A received message that does not decode.
+    Malformed,
+    /// `PUBLISH`/`SPUBLISH` failed.
+    PublishFailed,
+}
+
+impl RelayDrop {
+    pub(crate) const ALL: [Self; 4] = [
+        Self::Oversize,
+        Self::QueueFull,
+        Self::Malformed,
+        Self::PublishFailed,
+    ];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Oversize => "oversize",
+            Self::QueueFull => "queue_full",
+            Self::Malformed => "malformed",
+            Self::PublishFailed => "publish_failed",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BoundLabels {
     bound: &'static str,
 }
@@ -88,6 +130,9 @@ pub(crate) struct InboxMetrics {
     refused: Family<BoundLabels, Counter>,
     threads: Gauge,
     bounds: Family<BoundLabels, Gauge>,
+    relayed: Family<RelayLabels, Counter>,
+    relay_dropped: Family<RelayDropLabels, Counter>,
+    relay_resubscribed: Counter,
 }
 
 impl InboxMetrics {
@@ -100,6 +145,9 @@ impl InboxMetrics {
             refused: Family::default(),
             threads: Gauge::default(),
             bounds: Family::default(),
+            relayed: Family::default(),
+            relay_dropped: Family::default(),
+            relay_resubscribed: Counter::default(),
         };
         registry.register(
             "agui_gateway_push_received",
@@ -136,7 +184,52 @@ impl InboxMetrics {
             "The live inbox's configured bounds (push.* and inbox.*), by key.",
             m.bounds.clone(),
         );
+        registry.register(
+            "agui_gateway_inbox_relayed",
+            "Inbox changes relayed between replicas through Redis pub/sub: out (published) and in (applied from another replica).",
+            m.relayed.clone(),
+        );
+        registry.register(
+            "agui_gateway_inbox_relay_dropped",
+            "Inbox changes the relay dropped, by reason.",
+            m.relay_dropped.clone(),
+        );
+        registry.register(
+            "agui_gateway_inbox_relay_resubscribed",
+            "Times the relay's subscription was made again after it dropped (the shared reads are re-read then).",
+            m.relay_resubscribed.clone(),
+        );
         m
+    }
+
+    /// Starts the relay's series at zero (Redis only: the memory store has no relay).
+    pub(crate) fn know_relay(&self) {
+        for direction in ["out", "in"] {
+            let _ = self.relayed.get_or_create(&RelayLabels { direction });
+        }
+        for reason in RelayDrop::ALL {
+            let _ = self.relay_dropped.get_or_create(&RelayDropLabels {
+                reason: reason.as_str(),
+            });
+        }
+    }
+
+    /// A change relayed out (`true`: published) or in (applied from another replica).
+    pub(crate) fn relayed(&self, out: bool) {
+        let direction = if out { "out" } else { "in" };
+        self.relayed.get_or_create(&RelayLabels { direction }).inc();
+    }
+
+    pub(crate) fn relay_dropped(&self, reason: RelayDrop) {
+        self.relay_dropped
+            .get_or_create(&RelayDropLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn relay_resubscribed(&self) {
+        self.relay_resubscribed.inc();
     }
 
     /// Starts every agent's push and poll series at zero.
@@ -214,6 +307,10 @@ mod tests {
         m.refused("inbox.max_subscribers");
         m.threads(7);
         m.bound("inbox.poll_s", 10);
+        m.know_relay();
+        m.relayed(true);
+        m.relay_dropped(RelayDrop::Oversize);
+        m.relay_resubscribed();
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [
@@ -226,6 +323,11 @@ mod tests {
             r#"agui_gateway_feed_subscribers_refused_total{bound="inbox.max_subscribers"} 1"#,
             "agui_gateway_inbox_threads 7",
             r#"agui_gateway_inbox_bound{bound="inbox.poll_s"} 10"#,
+            r#"agui_gateway_inbox_relayed_total{direction="out"} 1"#,
+            r#"agui_gateway_inbox_relayed_total{direction="in"} 0"#,
+            r#"agui_gateway_inbox_relay_dropped_total{reason="oversize"} 1"#,
+            r#"agui_gateway_inbox_relay_dropped_total{reason="queue_full"} 0"#,
+            "agui_gateway_inbox_relay_resubscribed_total 1",
         ] {
             assert!(text.contains(line), "{line} missing in:\n{text}");
         }

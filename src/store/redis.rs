@@ -170,6 +170,8 @@ impl Unavailable {
 #[derive(Debug)]
 pub(crate) struct RedisStore {
     connection: Connection,
+    /// What the relay's subscription connects with ([`RedisStore::subscribe_changes`]).
+    settings: RedisSettings,
     /// `binding_ttl_s`.
     ttl_s: u64,
     /// Whether the server takes `GETEX` (until it refuses it once).
@@ -197,6 +199,7 @@ impl RedisStore {
             Connection::new(settings, CALL_TIMEOUT).map_err(|e| format!("{shown}: {e}"))?;
         let store = Self {
             connection,
+            settings: settings.clone(),
             ttl_s: ttl.as_secs().max(1),
             getex: AtomicBool::new(true),
             paused_until: Mutex::new(None),
@@ -648,6 +651,42 @@ impl RedisStore {
                 v.len()
             ))),
             v => Ok(v),
+        }
+    }
+}
+
+/// The channel the inbox's relay publishes each change on (docs/design.md#the-live-inbox).
+pub(crate) const CHANGES_CHANNEL: &str = "agui-a2a-gateway:inbox-changes";
+
+impl RedisStore {
+    /// `PUBLISH inbox-changes message` (`SPUBLISH` on a cluster; the master in sentinel
+    /// mode): how many replicas' subscriptions received it (on a cluster, of its shard).
+    pub(crate) async fn publish_change(&self, message: &str) -> Result<u64, Unavailable> {
+        let verb = match self.settings.topology {
+            crate::config::Topology::Cluster(_) => "SPUBLISH",
+            _ => "PUBLISH",
+        };
+        let mut cmd = ::redis::cmd(verb);
+        cmd.arg(CHANGES_CHANNEL).arg(message);
+        // Not sent twice: a change received twice changes nothing, but one is enough.
+        self.call(&cmd, Retry::Never).await
+    }
+
+    /// Subscribes to [`CHANGES_CHANNEL`] on a connection of its own (same TLS, user and
+    /// password as the store's), its messages and its end sent to `sink`.
+    pub(crate) async fn subscribe_changes(
+        &self,
+        sink: impl ::redis::aio::AsyncPushSender,
+    ) -> Result<connection::Subscription, Unavailable> {
+        let made = tokio::time::timeout(
+            CALL_TIMEOUT * 2,
+            connection::subscribe(&self.settings, CALL_TIMEOUT, CHANGES_CHANNEL, sink),
+        )
+        .await;
+        match made {
+            Err(_) => Err(timed_out(CALL_TIMEOUT * 2)),
+            Ok(Err(e)) => Err(Unavailable::of(&e)),
+            Ok(Ok(s)) => Ok(s),
         }
     }
 }

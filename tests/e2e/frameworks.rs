@@ -604,7 +604,7 @@ fn messages_of(step: &Value, role: &str) -> Vec<(String, String)> {
 
 /// One `agui_gateway_tokens_total` series.
 async fn tokens_counted(gw: &Gateway, agent: &str, kind: &str) -> u64 {
-    let text = metrics_text(&gw).await;
+    let text = metrics_text(gw).await;
     let series = format!("agui_gateway_tokens_total{{agent=\"{agent}\",kind=\"{kind}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(series.as_str()))

@@ -2,7 +2,8 @@
 //! shared `ListTasks` per agent per interval whatever the number of viewers (counted by a
 //! proxy in front of the real agent), a run that waits for a human showing on the change
 //! feed, `Last-Event-ID` resumes and fresh snapshots, two replicas on one Redis (one poll per
-//! interval, a change seen by one reaches a subscriber of the other), and forged, unknown,
+//! interval, a change seen by one reaches a subscriber of the other, and a run's or a push's
+//! change relayed to the other within a second), and forged, unknown,
 //! oversized and flooding pushes refused and counted.
 
 use std::sync::{Arc, Mutex};
@@ -215,6 +216,7 @@ async fn fifty_viewers_cost_each_agent_one_list_per_interval_and_see_approvals()
     }
     let thread = format!("inbox-wait-{}", std::process::id());
     wait_for_approval(&gw, "a0", &thread).await;
+    // The run tells the inbox each state (submitted, working, input-required).
     let seen = feeds[49]
         .until(Duration::from_secs(5), |t| {
             t["threadId"] == json!(thread) && t["status"] == "input-required"
@@ -303,7 +305,8 @@ async fn two_replicas_on_one_redis_poll_once_per_interval_and_share_changes() {
     );
     let started = Instant::now();
     let before = proxy.lists();
-    // Through the other replica: polled by whichever holds the interval, seen by both.
+    // Through the other replica: relayed at once, and polled by whichever holds the
+    // interval, seen by both.
     let thread = format!("replicas-{}", std::process::id());
     wait_for_approval(&one, "ref", &thread).await;
     let seen = feed
@@ -321,6 +324,121 @@ async fn two_replicas_on_one_redis_poll_once_per_interval_and_share_changes() {
     );
 }
 
+/// The `sha256` hex digest the store keeps of a push token.
+fn token_digest(token: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(token.as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_one_replica_sees_reaches_the_other_replicas_feed_within_a_second() {
+    let redis = RedisServer::start().await;
+    // An interval no test waits for: the shared poll cannot be what carries the changes.
+    let extra = json!({
+        "binding_store": redis.url(),
+        "inbox": {"poll_s": 3600},
+        "push": {"enabled": true, "public_url": "http://127.0.0.1:9"},
+    });
+    let yaml = config(&[("ref", upstream("1.0"))], extra);
+    let one = Gateway::start(&yaml, false).await;
+    let two = Gateway::start(&yaml, false).await;
+    let mut feed = Feed::open(&two.base, None).await.unwrap();
+    assert_eq!(
+        feed.next(Duration::from_secs(10)).await.unwrap().event,
+        "snapshot"
+    );
+    // A run on the first replica whose task waits for a human.
+    let thread = format!("relayed-{}", std::process::id());
+    wait_for_approval(&one, "ref", &thread).await;
+    let ran = Instant::now();
+    // Its changes (submitted, working, input-required) on the second replica's feed.
+    feed.until(Duration::from_secs(1), |t| {
+        t["threadId"] == json!(thread) && t["status"] == "input-required"
+    })
+    .await;
+    assert!(ran.elapsed() <= Duration::from_secs(1));
+    // A push the first replica accepts.
+    let token = "a-token-of-the-relayed-task-0123456789abcdefgh";
+    redis
+        .command(&[
+            "SET",
+            "agui-a2a-gateway:push:ref:relayed-task",
+            token_digest(token).as_str(),
+        ])
+        .await
+        .unwrap();
+    let push = json!({"statusUpdate": {"taskId": "relayed-task", "contextId": "relayed-context",
+        "status": {"state": "TASK_STATE_INPUT_REQUIRED", "timestamp": "2026-01-01T00:00:01Z"}}});
+    let resp = reqwest::Client::new()
+        .post(format!("{}/a2a/push/ref", one.base))
+        .header("content-type", "application/json")
+        .header("X-A2A-Notification-Token", token)
+        .body(push.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+    let pushed = Instant::now();
+    let seen = feed
+        .until(Duration::from_secs(1), |t| {
+            t["contextId"] == json!("relayed-context")
+        })
+        .await;
+    assert_eq!(seen.data["lastTask"]["id"], "relayed-task", "{seen:?}");
+    assert!(pushed.elapsed() <= Duration::from_secs(1));
+    // Counted: out by the first replica, in by the second; nothing echoed back.
+    let metrics = |gw: &Gateway| {
+        let url = format!("{}/metrics", gw.base);
+        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+    };
+    let count = |text: &str, series: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} in {text}"))
+    };
+    let (m1, m2) = (metrics(&one).await, metrics(&two).await);
+    let out = r#"agui_gateway_inbox_relayed_total{direction="out"}"#;
+    let inn = r#"agui_gateway_inbox_relayed_total{direction="in"}"#;
+    assert!(count(&m1, out) >= 2, "{m1}");
+    assert!(count(&m2, inn) >= 2, "{m2}");
+    assert_eq!(
+        count(&m2, out),
+        0,
+        "what came from the relay is not relayed again: {m2}"
+    );
+    assert_eq!(count(&m1, inn), 0, "its own messages ignored: {m1}");
+    // The subscriptions cut by the server: each replica subscribes again (and re-reads the
+    // shared reads), and changes flow again.
+    let resubscribed = "agui_gateway_inbox_relay_resubscribed_total";
+    assert_eq!(count(&m2, resubscribed), 0, "{m2}");
+    redis
+        .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+        .await
+        .unwrap();
+    wait_until(
+        "both replicas subscribed again",
+        Duration::from_secs(10),
+        async || {
+            let (m1, m2) = (metrics(&one).await, metrics(&two).await);
+            if count(&m1, resubscribed) >= 1 && count(&m2, resubscribed) >= 1 {
+                Ok(())
+            } else {
+                Err(format!("{m1}\n{m2}"))
+            }
+        },
+    )
+    .await;
+    let again = format!("relayed-again-{}", std::process::id());
+    wait_for_approval(&one, "ref", &again).await;
+    let ran = Instant::now();
+    feed.until(Duration::from_secs(1), |t| {
+        t["threadId"] == json!(again) && t["status"] == "input-required"
+    })
+    .await;
+    assert!(ran.elapsed() <= Duration::from_secs(1));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn forged_unknown_oversized_and_flooding_pushes_are_refused_and_counted() {
     let redis = RedisServer::start().await;
@@ -333,11 +451,7 @@ async fn forged_unknown_oversized_and_flooding_pushes_are_refused_and_counted() 
     let push_url = format!("{}/a2a/push/ref", gw.base);
     // A task registered as the run path registers it: the token's digest in the store.
     let token = "a-token-of-the-task-0123456789abcdefghijklmno";
-    let digest = {
-        use sha2::Digest;
-        let d = sha2::Sha256::digest(token.as_bytes());
-        d.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    };
+    let digest = token_digest(token);
     redis
         .command(&[
             "SET",

@@ -20,7 +20,8 @@ use crate::support::free_port;
 /// The commands the gateway's ACL user needs on a standalone Redis (a Sentinel's data nodes
 /// also need `ROLE`: redis-rs checks the master it was given with it): every binding store call (`GETEX`, `GET` +
 /// `EXPIRE` where `GETEX` is missing, `SET`, `DEL`, `HSET`, `HGET`, `HSCAN`, `EXPIRE`), the
-/// readiness `PING`, and what a client sends on connecting (`AUTH`/`HELLO`, which Redis lets
+/// readiness `PING`, the inbox relay's `PUBLISH` and `SUBSCRIBE` (on a cluster the sharded
+/// ones, [`CLUSTER_COMMANDS`]), and what a client sends on connecting (`AUTH`/`HELLO`, which Redis lets
 /// through anyway, and `CLIENT SETINFO`, whose answer redis-rs ignores, Redis 7.2+ only:
 /// see [`gateway_acl`]).
 pub const GATEWAY_COMMANDS: &[&str] = &[
@@ -32,23 +33,28 @@ pub const GATEWAY_COMMANDS: &[&str] = &[
     "hget",
     "hscan",
     "expire",
+    "publish",
+    "subscribe",
     "ping",
     "auth",
     "hello",
     "client|setinfo",
 ];
 /// What a Redis Cluster adds for a cluster client: the slot map (`CLUSTER SLOTS`, read by
-/// redis-rs) and `ASKING` (sent on an `-ASK` redirect while a slot migrates).
-pub const CLUSTER_COMMANDS: &[&str] = &["cluster|slots", "asking"];
+/// redis-rs), `ASKING` (sent on an `-ASK` redirect while a slot migrates), and the inbox
+/// relay's sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`).
+pub const CLUSTER_COMMANDS: &[&str] = &["cluster|slots", "asking", "spublish", "ssubscribe"];
 
 /// The name the sentinels of [`RedisSentinel`] monitor.
 pub const MASTER_NAME: &str = "mymaster";
 
-/// The ACL rule of user `user` with password `password`: only the gateway's keys, no
-/// channels, only `commands`. A command this server does not know (`CLIENT SETINFO` before
+/// The ACL rule of user `user` with password `password`: only the gateway's keys and
+/// channels (the inbox relay's), only `commands`. A command this server does not know (`CLIENT SETINFO` before
 /// Redis 7.2: `ACL SETUSER` refuses it) is left out, see [`RedisNode::knows`].
 pub fn acl_rule(user: &str, password: &str, commands: &[&str]) -> String {
-    let mut rule = format!("{user} on >{password} ~agui-a2a-gateway:* resetchannels -@all");
+    let mut rule = format!(
+        "{user} on >{password} ~agui-a2a-gateway:* resetchannels &agui-a2a-gateway:* -@all"
+    );
     for c in commands {
         rule.push_str(" +");
         rule.push_str(c);

@@ -3,7 +3,8 @@
 //! `tls`) against real servers of tests/e2e/redis_servers.rs — TLS with a private CA, mTLS,
 //! a wrong CA, an expired certificate and another name's; an ACL user limited to the
 //! gateway's keys and commands, its password rotated; a 6-node Redis Cluster behind two
-//! replicas, a coordinated failover under load and a killed master; Sentinel failover under
+//! replicas (threads, and the live inbox's changes relayed by sharded pub/sub), a coordinated
+//! failover under load and a killed master; Sentinel failover under
 //! load; a Redis without `GETEX`; and the gateway binary at `RUST_LOG=trace` never showing
 //! the password or the client key.
 //!
@@ -527,7 +528,7 @@ fn cluster_store(cluster: &RedisCluster) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_cluster_behind_two_replicas_carries_threads_across_them() {
+async fn a_cluster_behind_two_replicas_carries_threads_and_inbox_changes_across_them() {
     let cluster = RedisCluster::start(vec![]).await;
     let password = format!("cluster-{}", uuid::Uuid::new_v4().simple());
     for node in &cluster.nodes {
@@ -536,12 +537,29 @@ async fn a_cluster_behind_two_replicas_carries_threads_across_them() {
     // Two seeds only: the rest of the cluster is found from them.
     let store = json!({"mode": "cluster", "nodes": cluster.seeds()[..2],
         "username": "gateway", "password": password});
+    // The inbox's shared poll out of the way: what reaches the other replica is relayed.
+    let config = format!("{}inbox:\n  poll_s: 3600\n", yaml(store));
     let (a, b) = (
-        Gateway::start(&yaml(store.clone()), false).await,
-        Gateway::start(&yaml(store), false).await,
+        Gateway::start(&config, false).await,
+        Gateway::start(&config, false).await,
     );
     wait_store_ok(&a.base, Duration::from_secs(10)).await;
     wait_store_ok(&b.base, Duration::from_secs(10)).await;
+    // The live inbox's relay (SPUBLISH / SSUBSCRIBE): a run on one replica whose task waits
+    // for a human, on the other replica's change feed within a second.
+    let mut feed = crate::inbox::Feed::open(&b.base, None).await.unwrap();
+    assert_eq!(
+        feed.next(Duration::from_secs(10)).await.unwrap().event,
+        "snapshot"
+    );
+    let waiting = thread("cluster-relayed");
+    drive_message(&a.agent_url("ref"), &waiting, "approve").await;
+    let ran = Instant::now();
+    feed.until(Duration::from_secs(1), |t| {
+        t["threadId"] == json!(waiting) && t["status"] == "input-required"
+    })
+    .await;
+    assert!(ran.elapsed() <= Duration::from_secs(1));
     let mut masters = std::collections::HashSet::new();
     for i in 0..10 {
         let t = thread(&format!("cluster-{i}"));

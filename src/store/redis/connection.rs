@@ -17,6 +17,9 @@
 //!   `READONLY`), and by every readiness probe; a new address replaces the connection.
 //! - [`RotatingPassword`]: the password file is stat'ed every [`REREAD_EVERY`]; a new value
 //!   goes to every connection (`AUTH`), and new connections use it.
+//! - [`subscribe`]: the live inbox's relay subscribes on a RESP3 connection of its own (the
+//!   crate delivers pub/sub messages as pushes only on RESP3), made with the same TLS, user
+//!   and password; `SSUBSCRIBE` on a cluster, whose client follows the channel's shard.
 //!
 //! TLS: the `tls` block is the agents' own, parsed by the same code into the same
 //! [`TlsTrust`]; it reaches the `redis` crate as PEM ([`certificates`]). One difference,
@@ -93,27 +96,7 @@ impl Connection {
                 Self::Standalone(Reconnecting::new(settings, &credentials, node, timeout)?)
             }
             Topology::Cluster(seeds) => {
-                let nodes = seeds
-                    .iter()
-                    .map(|n| info(settings, &credentials, n, false))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let mut builder = ClusterClientBuilder::new(nodes)
-                    .connection_timeout(timeout)
-                    .response_timeout(timeout)
-                    .retries(2)
-                    .min_retry_wait(50)
-                    .max_retry_wait(500);
-                if let Some(trust) = &settings.tls {
-                    builder = builder
-                        .tls(redis::TlsMode::Secure)
-                        .certs(certificates(trust));
-                    if let Some(resolver) = NameResolver::for_seeds(trust, seeds) {
-                        builder = builder.async_dns_resolver(resolver);
-                    }
-                }
-                if let Some(provider) = credentials.provider.clone() {
-                    builder = builder.set_credentials_provider(provider);
-                }
+                let builder = cluster_builder(settings, &credentials, seeds, timeout)?;
                 let client = builder.build().map_err(|e| e.to_string())?;
                 Self::Cluster(Mutex::new(None), client)
             }
@@ -163,6 +146,133 @@ impl Connection {
             .await
             .map(drop)
     }
+}
+
+/// The cluster client of `seeds`: timeouts, retries, TLS, credentials.
+fn cluster_builder(
+    settings: &RedisSettings,
+    credentials: &Credentials,
+    seeds: &[Node],
+    timeout: Duration,
+) -> Result<ClusterClientBuilder, String> {
+    let nodes = seeds
+        .iter()
+        .map(|n| info(settings, credentials, n, false))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut builder = ClusterClientBuilder::new(nodes)
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
+        .retries(2)
+        .min_retry_wait(50)
+        .max_retry_wait(500);
+    if let Some(trust) = &settings.tls {
+        builder = builder
+            .tls(redis::TlsMode::Secure)
+            .certs(certificates(trust));
+        if let Some(resolver) = NameResolver::for_seeds(trust, seeds) {
+            builder = builder.async_dns_resolver(resolver);
+        }
+    }
+    if let Some(provider) = credentials.provider.clone() {
+        builder = builder.set_credentials_provider(provider);
+    }
+    Ok(builder)
+}
+
+/// A subscription to one channel (docs/design.md#the-live-inbox): held, it receives; its
+/// messages, and a [`redis::PushKind::Disconnection`] when its connection closes, go to the
+/// sink it was made with. Dropped, it ends.
+// Never read: held, the connection receives; dropping it ends the subscription.
+#[allow(dead_code)]
+pub(crate) enum Subscription {
+    Server(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Server(_) => "Subscription::Server",
+            Self::Cluster(_) => "Subscription::Cluster",
+        })
+    }
+}
+
+/// Subscribes to `channel` on the Redis `settings` describe, with the store's TLS, user and
+/// (rotating) password, on a RESP3 connection of its own whose pushes go to `sink` (which
+/// must not block): `SUBSCRIBE` on a standalone server or the master the sentinels name,
+/// `SSUBSCRIBE` (sharded pub/sub) on a cluster. `timeout` bounds connecting and the reply.
+pub(crate) async fn subscribe(
+    settings: &RedisSettings,
+    timeout: Duration,
+    channel: &str,
+    sink: impl redis::aio::AsyncPushSender,
+) -> RedisResult<Subscription> {
+    let credentials = Credentials::of(settings);
+    let client_error = |e: String| redis::RedisError::from((redis::ErrorKind::Client, "relay", e));
+    let node = match &settings.topology {
+        Topology::Cluster(seeds) => {
+            let client = cluster_builder(settings, &credentials, seeds, timeout)
+                .map_err(client_error)?
+                .use_protocol(redis::ProtocolVersion::RESP3)
+                .push_sender(sink)
+                .build()?;
+            let mut conn = client.get_async_connection().await?;
+            conn.ssubscribe(channel).await?;
+            return Ok(Subscription::Cluster(conn));
+        }
+        Topology::Standalone(node) => node.clone(),
+        Topology::Sentinel {
+            sentinels,
+            master_name,
+        } => {
+            let sentinel = Sentinel {
+                settings: settings.clone(),
+                credentials: credentials.clone(),
+                sentinels: sentinels.clone(),
+                master_name: master_name.clone(),
+                timeout,
+                master: Mutex::new(None),
+            };
+            sentinel.ask_sentinels().await?
+        }
+    };
+    let mut info = info(settings, &credentials, &node, false).map_err(client_error)?;
+    let resp3 = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    info = info.set_redis_settings(resp3);
+    let client = Client::open(info)?;
+    let config = server_config(settings, &credentials, &node, timeout).set_push_sender(sink);
+    let mut conn = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    conn.subscribe(channel).await?;
+    Ok(Subscription::Server(conn))
+}
+
+/// The connection config of one server: timeouts, the TLS name's resolver, credentials.
+fn server_config(
+    settings: &RedisSettings,
+    credentials: &Credentials,
+    node: &Node,
+    timeout: Duration,
+) -> AsyncConnectionConfig {
+    let mut config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    if let Some(resolver) = settings
+        .tls
+        .as_ref()
+        .and_then(|t| NameResolver::for_node(t, node))
+    {
+        config = config.set_dns_resolver(resolver);
+    }
+    if let Some(provider) = credentials.provider.clone() {
+        config = config.set_credentials_provider(provider);
+    }
+    config
 }
 
 /// The user and password every connection authenticates with.
@@ -337,19 +447,7 @@ impl Reconnecting {
     ) -> Result<Self, String> {
         let client =
             Client::open(info(settings, credentials, node, false)?).map_err(|e| e.to_string())?;
-        let mut config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout));
-        if let Some(resolver) = settings
-            .tls
-            .as_ref()
-            .and_then(|t| NameResolver::for_node(t, node))
-        {
-            config = config.set_dns_resolver(resolver);
-        }
-        if let Some(provider) = credentials.provider.clone() {
-            config = config.set_credentials_provider(provider);
-        }
+        let config = server_config(settings, credentials, node, timeout);
         Ok(Self {
             client,
             config,
