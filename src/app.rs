@@ -119,9 +119,10 @@ pub async fn build(mut settings: Settings) -> Result<App, BuildError> {
         traces.clone(),
         stop_rx,
     );
-    // The live inbox's shared reads start with the first viewer (`GET /threads` or its feed),
-    // not here: a gateway nobody reviews through costs its agents nothing
-    // (docs/design.md#the-live-inbox).
+    // The live inbox's relay across replicas starts now; its shared reads with the first
+    // viewer (`GET /threads` or its feed): a gateway nobody reviews through costs its agents
+    // nothing (docs/design.md#the-live-inbox).
+    state.inbox.start_relay();
     let (draining, runs) = (state.draining.clone(), state.runs.clone());
     Ok(App {
         router: http::router(state.into()),

@@ -183,8 +183,14 @@ impl Inbox {
                 self.timeouts,
                 self.stop.clone(),
             );
-            relay::spawn(self.clone(), self.stop.clone());
         });
+    }
+
+    /// Starts the relay across replicas (Redis; nothing for the memory store): at build, since
+    /// a replica no one views still publishes what its pushes and runs see, and its subscribers
+    /// may come at any time.
+    pub(crate) fn start_relay(self: &Arc<Self>) {
+        relay::spawn(self.clone(), self.stop.clone());
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
