@@ -175,12 +175,10 @@ async fn wait_for_approval(gw: &Gateway, agent: &str, thread: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fifty_viewers_cost_each_agent_one_list_per_interval_and_see_approvals() {
-    let real = upstream("1.0");
-    let proxies = [
-        Counting::start(real).await,
-        Counting::start(real).await,
-        Counting::start(real).await,
-    ];
+    // Ten agents (one server of this test's own behind ten counting proxies), so the polls
+    // read only this test's few conversations.
+    let real = Upstream::start("1.0");
+    let proxies = futures::future::join_all((0..10).map(|_| Counting::start(&real.url))).await;
     let agents: Vec<(String, String)> = proxies
         .iter()
         .enumerate()
@@ -545,6 +543,25 @@ async fn forged_unknown_oversized_and_flooding_pushes_are_refused_and_counted() 
     assert_eq!(status, 200);
     let inbox = get_json(format!("{}/threads?status=input-required", gw.base)).await;
     assert!(inbox.to_string().contains("pushed-context"), "{inbox}");
+    // Replayed and reordered (delivery is at least once): the same push again, and an older
+    // update arriving late, are taken and change nothing.
+    pause().await;
+    let older = update("pushed-task", "TASK_STATE_WORKING", "2000-01-01T00:00:00Z").to_string();
+    for body in [good.clone(), older] {
+        let (status, _, _) = send(push_url.clone(), Some(token), body).await;
+        assert_eq!(status, 200);
+    }
+    let pushed_item = |list: &Value| {
+        list["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["contextId"] == "pushed-context")
+            .cloned()
+    };
+    let replayed = get_json(format!("{}/threads?status=input-required", gw.base)).await;
+    assert_eq!(pushed_item(&replayed), pushed_item(&inbox), "{replayed}");
+    assert!(pushed_item(&replayed).is_some());
     // Flooding: past push.max_per_second, 429 with Retry-After.
     let mut limited = 0;
     for _ in 0..20 {
