@@ -9,8 +9,8 @@ WORKDIR /src
 ENV CARGO_PROFILE_RELEASE_DEBUG=0
 
 # Dependency layer: rebuilt only when Cargo.toml or Cargo.lock change. Cargo needs a file for
-# every target the manifest names (src/lib.rs, src/main.rs, the [[bench]]es benches/gateway.rs and
-# benches/store.rs, the [[test]] tests/e2e/main.rs), so stubs stand in; only the binary (and the library) are
+# every target the manifest names (src/lib.rs, src/main.rs, the [[bench]]es benches/gateway.rs,
+# benches/inbox.rs and benches/store.rs, the [[test]] tests/e2e/main.rs), so stubs stand in; only the binary (and the library) are
 # built, never the bench or the tests, which is why their stubs stay in the next layer too.
 # build.rs and proto/ (the gRPC binding's generated client) belong to this layer: they change
 # as rarely as the manifest.
@@ -20,6 +20,7 @@ RUN mkdir -p src benches tests/e2e \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs \
     && echo 'fn main() {}' > benches/gateway.rs \
+    && echo 'fn main() {}' > benches/inbox.rs \
     && echo 'fn main() {}' > benches/store.rs \
     && echo 'fn main() {}' > tests/e2e/main.rs \
     && cargo build --release --locked --bin agui-a2a-gateway \
