@@ -23,7 +23,6 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::a2a::model::StreamEvent;
 use crate::auth::Caller;
 use crate::bridge::threads::{self, ThreadSummary};
 use crate::config::{InboxConfig, PushSettings, Timeouts, Visibility};
@@ -202,14 +201,6 @@ impl Inbox {
     /// `inbox` as configured.
     pub(crate) fn config(&self) -> &InboxConfig {
         &self.config
-    }
-
-    /// What a run saw of its task (docs/design.md#the-live-inbox): the run path calls this
-    /// with each task snapshot or status update, so the inbox knows at once.
-    pub(crate) async fn observe(&self, agent: &str, event: &StreamEvent) {
-        if let Some(update) = Observation::of_event(event) {
-            self.update(agent, &update).await;
-        }
     }
 
     /// Applies `update`, which this replica saw (a push or a run), to `agent`'s conversation

@@ -106,17 +106,6 @@ pub(crate) fn parse(body: &[u8]) -> Option<StreamEvent> {
         .find(|e| !matches!(e, StreamEvent::Unknown(_)))
 }
 
-/// The task a push is about.
-pub(crate) fn task_id(event: &StreamEvent) -> Option<&str> {
-    match event {
-        StreamEvent::Task(t) => Some(t.id.as_str()),
-        StreamEvent::StatusUpdate(s) => Some(s.task_id.as_str()),
-        StreamEvent::ArtifactUpdate(a) => Some(a.task_id.as_str()),
-        StreamEvent::Message(m) => m.task_id.as_deref(),
-        StreamEvent::Unknown(_) => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,14 +164,14 @@ mod tests {
         let v1_status = br#"{"statusUpdate": {"taskId": "t1", "contextId": "c1",
             "status": {"state": "TASK_STATE_COMPLETED"}}}"#;
         let e = parse(v1_status).unwrap();
-        assert_eq!(task_id(&e), Some("t1"));
+        assert_eq!(e.task_id(), Some("t1"));
         assert!(matches!(e, StreamEvent::StatusUpdate(_)));
         let v1_artifact = br#"{"artifactUpdate": {"taskId": "t2", "contextId": "c1",
             "artifact": {"artifactId": "a", "parts": [{"text": "x"}]}}}"#;
-        assert_eq!(task_id(&parse(v1_artifact).unwrap()), Some("t2"));
+        assert_eq!(parse(v1_artifact).unwrap().task_id(), Some("t2"));
         let v1_message = br#"{"message": {"messageId": "m", "role": "ROLE_AGENT",
             "taskId": "t3", "parts": [{"text": "x"}]}}"#;
-        assert_eq!(task_id(&parse(v1_message).unwrap()), Some("t3"));
+        assert_eq!(parse(v1_message).unwrap().task_id(), Some("t3"));
         let v03_task = br#"{"kind": "task", "id": "t4", "contextId": "c4",
             "status": {"state": "input-required", "timestamp": "2026-01-01T00:00:00Z"}}"#;
         let e = parse(v03_task).unwrap();

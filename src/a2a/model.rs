@@ -355,6 +355,15 @@ impl StreamEvent {
             Self::Unknown(_) => None,
         }
     }
+
+    /// The task status this event carries: a task's or a status update's.
+    pub fn status(&self) -> Option<&TaskStatus> {
+        match self {
+            Self::Task(t) => Some(&t.status),
+            Self::StatusUpdate(s) => Some(&s.status),
+            Self::Message(_) | Self::ArtifactUpdate(_) | Self::Unknown(_) => None,
+        }
+    }
 }
 
 /// A JSON-RPC error object returned by an upstream.

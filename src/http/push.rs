@@ -20,6 +20,7 @@ use crate::app::state::AppState;
 use crate::config::PushChoice;
 use crate::error::{Rejection, RequestError};
 use crate::ids::TaskId;
+use crate::inbox::book::Observation;
 use crate::metrics::inbox::{PushResult, UNKNOWN_AGENT};
 use crate::push;
 
@@ -66,7 +67,7 @@ pub(crate) async fn receive(
     let Some(event) = push::parse(&body) else {
         return Err(refuse(name, PushResult::Malformed));
     };
-    let Some(task_id) = push::task_id(&event).map(TaskId::new) else {
+    let Some(task_id) = event.task_id().map(TaskId::new) else {
         return Err(refuse(name, PushResult::Malformed));
     };
     let Some(registered) = s.store.push_token(name, &task_id).await else {
@@ -76,6 +77,8 @@ pub(crate) async fn receive(
         return Err(refuse(name, PushResult::WrongToken));
     }
     m.push(name, PushResult::Accepted);
-    s.inbox.observe(name, &event).await;
+    if let Some(update) = Observation::of_event(&event) {
+        s.inbox.update(name, &update).await;
+    }
     Ok(Json(json!({})))
 }

@@ -67,13 +67,8 @@ impl Observation {
     /// What a stream event or push says: a task or a status update; anything else (a
     /// message, an artifact) says nothing about the conversation's status.
     pub(crate) fn of_event(event: &StreamEvent) -> Option<Self> {
-        match event {
-            StreamEvent::Task(t) => Self::of_task(t),
-            StreamEvent::StatusUpdate(s) => {
-                Self::of_status(&s.task_id, s.context_id.as_deref(), &s.status)
-            }
-            _ => None,
-        }
+        let status = event.status()?;
+        Self::of_status(event.task_id()?, event.context_id(), status)
     }
 
     fn of_status(task_id: &str, context_id: Option<&str>, status: &TaskStatus) -> Option<Self> {

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use crate::a2a::call::PushConfig;
-use crate::a2a::model::StreamEvent;
+use crate::a2a::model::{StreamEvent, TaskState};
 use crate::ids::TaskId;
 use crate::inbox::book::Observation;
 use crate::redact::Shown;
@@ -26,22 +26,26 @@ pub(crate) const PUSH_CONFIG_ID: &str = "agui-a2a-gateway";
 /// The task state a run last told the inbox, and what it has yet to tell.
 #[derive(Debug, Default)]
 pub(super) struct Told {
-    last: Option<(TaskId, String)>,
+    last: Option<(TaskId, TaskState)>,
     news: Option<Observation>,
 }
 
 impl Told {
-    /// Notes what `event` says of the task, if it changes what the inbox was told.
+    /// Notes what `event` says of the task, if it changes what the inbox was told. Called for
+    /// every event: an unchanged state is seen without allocating.
     pub(super) fn saw(&mut self, event: &StreamEvent) {
-        let Some(seen) = Observation::of_event(event) else {
+        let (Some(status), Some(task_id)) = (event.status(), event.task_id()) else {
             return;
         };
         let unchanged = self
             .last
             .as_ref()
-            .is_some_and(|(task, state)| *task == seen.task_id && *state == seen.state);
-        if !unchanged {
-            self.last = Some((seen.task_id.clone(), seen.state.clone()));
+            .is_some_and(|(task, state)| task.as_str() == task_id && *state == status.state);
+        if unchanged {
+            return;
+        }
+        if let Some(seen) = Observation::of_event(event) {
+            self.last = Some((seen.task_id.clone(), status.state.clone()));
             self.news = Some(seen);
         }
     }
@@ -98,7 +102,7 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::model::{Task, TaskState, TaskStatus};
+    use crate::a2a::model::{Task, TaskStatus};
 
     fn task(id: &str, state: TaskState) -> StreamEvent {
         StreamEvent::Task(Task {
