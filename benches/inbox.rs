@@ -289,84 +289,79 @@ fn observe(seen: &Shared, item: &Value, target: &str, reviewer: usize, of: usize
     }
 }
 
-/// One reviewer of today's console: `GET /agents/{agent}/threads` every [`CONSOLE_POLL`],
-/// starting at a random phase.
-async fn polling_reviewer(
+/// One of `of` reviewers of a cell, and where it records what it saw.
+#[derive(Clone)]
+struct Reviewer {
     http: reqwest::Client,
     base: String,
     mode: Mode,
     seen: Shared,
-    reviewer: usize,
+    index: usize,
     of: usize,
-) {
-    let phase = rand_below(CONSOLE_POLL);
-    tokio::time::sleep(phase).await;
-    let mut every = tokio::time::interval(CONSOLE_POLL);
-    loop {
-        every.tick().await;
-        let url = format!("{base}/agents/{}/threads", mode.agent());
-        let Ok(resp) = http.get(url).timeout(CONSOLE_POLL).send().await else {
-            continue;
-        };
-        let Ok(list) = resp.json::<Value>().await else {
-            continue;
-        };
-        for item in list["threads"].as_array().into_iter().flatten() {
-            observe(&seen, item, mode.target(), reviewer, of);
-        }
+}
+
+impl Reviewer {
+    fn observe(&self, item: &Value) {
+        observe(&self.seen, item, self.mode.target(), self.index, self.of);
     }
-}
 
-/// A uniform duration below `d` (from the clock's nanoseconds: no crate for one number).
-fn rand_below(d: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as u64;
-    let mixed = nanos.wrapping_mul(6_364_136_223_846_793_005) >> 11;
-    Duration::from_nanos(mixed % d.as_nanos().max(1) as u64)
-}
-
-/// One reviewer with a feed: opens `GET /threads/events`, reports once its snapshot came
-/// (`ready`), then records the changes.
-async fn feed_reviewer(
-    http: reqwest::Client,
-    base: String,
-    mode: Mode,
-    seen: Shared,
-    reviewer: usize,
-    of: usize,
-    ready: tokio::sync::mpsc::Sender<bool>,
-) {
-    let opened = http.get(format!("{base}/threads/events")).send().await;
-    let resp = match opened {
-        Ok(r) if r.status().is_success() => r,
-        Ok(r) => {
-            eprintln!("feed refused: {}", r.status());
-            let _ = ready.send(false).await;
-            return;
-        }
-        Err(e) => {
-            eprintln!("feed failed: {e}");
-            let _ = ready.send(false).await;
-            return;
-        }
-    };
-    let mut events = resp.bytes_stream().eventsource();
-    let mut announced = false;
-    while let Some(Ok(event)) = events.next().await {
-        if !announced && event.event == "snapshot" {
-            announced = true;
-            let _ = ready.send(true).await;
-        }
-        if event.event == "thread" {
-            if let Ok(item) = serde_json::from_str::<Value>(&event.data) {
-                observe(&seen, &item, mode.target(), reviewer, of);
+    /// Today's console: `GET /agents/{agent}/threads` every [`CONSOLE_POLL`], the reviewers'
+    /// phases spread evenly over the interval (as independent consoles would be, on average).
+    async fn poll(self) {
+        let phase = CONSOLE_POLL.mul_f64(self.index as f64 / self.of as f64);
+        tokio::time::sleep(phase).await;
+        let mut every = tokio::time::interval(CONSOLE_POLL);
+        let url = format!("{}/agents/{}/threads", self.base, self.mode.agent());
+        loop {
+            every.tick().await;
+            let Ok(resp) = self.http.get(&url).timeout(CONSOLE_POLL).send().await else {
+                continue;
+            };
+            let Ok(list) = resp.json::<Value>().await else {
+                continue;
+            };
+            for item in list["threads"].as_array().into_iter().flatten() {
+                self.observe(item);
             }
         }
     }
-    if !announced {
-        let _ = ready.send(false).await;
+
+    /// A reviewer with a feed: opens `GET /threads/events`, reports once its snapshot came
+    /// (`ready`), then records the changes.
+    async fn follow(self, ready: tokio::sync::mpsc::Sender<bool>) {
+        let opened = self
+            .http
+            .get(format!("{}/threads/events", self.base))
+            .send();
+        let resp = match opened.await {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) => {
+                eprintln!("feed refused: {}", r.status());
+                let _ = ready.send(false).await;
+                return;
+            }
+            Err(e) => {
+                eprintln!("feed failed: {e}");
+                let _ = ready.send(false).await;
+                return;
+            }
+        };
+        let mut events = resp.bytes_stream().eventsource();
+        let mut announced = false;
+        while let Some(Ok(event)) = events.next().await {
+            if !announced && event.event == "snapshot" {
+                announced = true;
+                let _ = ready.send(true).await;
+            }
+            if event.event == "thread" {
+                if let Ok(item) = serde_json::from_str::<Value>(&event.data) {
+                    self.observe(&item);
+                }
+            }
+        }
+        if !announced {
+            let _ = ready.send(false).await;
+        }
     }
 }
 
@@ -453,31 +448,22 @@ async fn cell(
     let http = reqwest::Client::new();
     let seen: Shared = Arc::default();
     let mut tasks = Vec::new();
+    let reviewer = |index| Reviewer {
+        http: http.clone(),
+        base: base.to_owned(),
+        mode,
+        seen: seen.clone(),
+        index,
+        of: reviewers,
+    };
     if mode == Mode::Polling {
         for r in 0..reviewers {
-            let fut = polling_reviewer(
-                http.clone(),
-                base.to_owned(),
-                mode,
-                seen.clone(),
-                r,
-                reviewers,
-            );
-            tasks.push(tokio::spawn(fut));
+            tasks.push(tokio::spawn(reviewer(r).poll()));
         }
     } else {
         let (tx, mut rx) = tokio::sync::mpsc::channel(reviewers);
         for r in 0..reviewers {
-            let fut = feed_reviewer(
-                http.clone(),
-                base.to_owned(),
-                mode,
-                seen.clone(),
-                r,
-                reviewers,
-                tx.clone(),
-            );
-            tasks.push(tokio::spawn(fut));
+            tasks.push(tokio::spawn(reviewer(r).follow(tx.clone())));
         }
         let mut open = 0;
         for _ in 0..reviewers {
@@ -672,8 +658,9 @@ fn print_table(rows: &[Row], s: &Settings, poll_s: usize, load_before: &str) {
     println!();
     println!(
         "Notes: each cell {} s, one change every {} ms for its first {} s; today's console polls \
-         every {} s per reviewer (random phase; that gateway's `inbox.poll_s` 3600, so its \
-         shared poll makes no request in the window); the shared poll's `inbox.poll_s` = {poll_s}. \
+         every {} s per reviewer (phases spread evenly over the interval; that gateway's \
+         `inbox.poll_s` 3600, so its shared poll makes no request in the window); the shared \
+         poll's `inbox.poll_s` = {poll_s}. \
          Polling and shared poll: each change is a blocking A2A `SendMessage` \"approve\" sent \
          straight to the agent (no gateway run), the task entering input-required. Push: a run \
          of `slow 10` through the gateway whose stream is dropped after its first event (its \

@@ -50,6 +50,19 @@ async fn browser(gateway: &str, args: &[&str]) -> Value {
     report
 }
 
+/// Leaves an approval waiting on `thread` of the agent at `url` (its `approve` scenario): the
+/// run ends in an interrupt.
+async fn ask_approval(url: &str, thread: &str) {
+    let ask = post_run(
+        url,
+        &run_input(thread, "approve"),
+        std::time::Duration::from_secs(20),
+    )
+    .await;
+    let outcome = &ask.events.last().expect("events")["outcome"]["type"];
+    assert_eq!(outcome, "interrupt", "{}", ask.raw);
+}
+
 /// The reviewer saw the demo-style approval and the resumed run's answer.
 fn assert_answered(report: &Value) {
     assert_eq!(report["question"], "Do you approve? Reply yes or no.");
@@ -123,18 +136,7 @@ async fn on_an_open_gateway_the_console_connects_by_itself_and_names_an_unreacha
     let config = json!({"agents": [{"name": "offline", "url": closed_url()}]});
     let gw = Gateway::start(&config.to_string(), true).await;
     let thread = "console-open";
-    let ask = post_run(
-        &gw.agent_url("demo"),
-        &run_input(thread, "approve"),
-        std::time::Duration::from_secs(20),
-    )
-    .await;
-    assert_eq!(
-        ask.events.last().unwrap()["outcome"]["type"],
-        "interrupt",
-        "{}",
-        ask.raw
-    );
+    ask_approval(&gw.agent_url("demo"), thread).await;
 
     let report = browser(&gw.base, &["--thread", thread, "--unreachable", "offline"]).await;
     assert_eq!(report["clicked"], false, "no click: {report}");
@@ -208,18 +210,7 @@ async fn the_console_inbox_is_live_and_reconnects_after_the_gateway_restarts() {
     let mut gw = GatewayProcess::start(&path, port).await;
 
     let thread = "console-live-first";
-    let ask = post_run(
-        &format!("{}/agents/ref", gw.base),
-        &run_input(thread, "approve"),
-        std::time::Duration::from_secs(20),
-    )
-    .await;
-    assert_eq!(
-        ask.events.last().unwrap()["outcome"]["type"],
-        "interrupt",
-        "{}",
-        ask.raw
-    );
+    ask_approval(&format!("{}/agents/ref", gw.base), thread).await;
 
     // The browser: the feed followed (never a poll), a second approval shown without a
     // reload, then "RESTART": the gateway is restarted on the same port, and "RESTARTED".

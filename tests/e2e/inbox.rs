@@ -346,16 +346,9 @@ async fn a_change_one_replica_sees_reaches_the_other_replicas_feed_within_a_seco
         feed.next(Duration::from_secs(10)).await.unwrap().event,
         "snapshot"
     );
-    // A run on the first replica whose task waits for a human.
-    let thread = format!("relayed-{}", std::process::id());
-    wait_for_approval(&one, "ref", &thread).await;
-    let ran = Instant::now();
-    // Its changes (submitted, working, input-required) on the second replica's feed.
-    feed.until(Duration::from_secs(1), |t| {
-        t["threadId"] == json!(thread) && t["status"] == "input-required"
-    })
-    .await;
-    assert!(ran.elapsed() <= Duration::from_secs(1));
+    // A run on the first replica whose task waits for a human: its changes (submitted,
+    // working, input-required) on the second replica's feed.
+    approval_reaches(&one, &mut feed, &format!("relayed-{}", std::process::id())).await;
     // A push the first replica accepts.
     let token = "a-token-of-the-relayed-task-0123456789abcdefgh";
     redis
@@ -386,30 +379,22 @@ async fn a_change_one_replica_sees_reaches_the_other_replicas_feed_within_a_seco
     assert_eq!(seen.data["lastTask"]["id"], "relayed-task", "{seen:?}");
     assert!(pushed.elapsed() <= Duration::from_secs(1));
     // Counted: out by the first replica, in by the second; nothing echoed back.
-    let metrics = |gw: &Gateway| {
-        let url = format!("{}/metrics", gw.base);
-        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
-    };
-    let count = |text: &str, series: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{series} in {text}"))
-    };
-    let (m1, m2) = (metrics(&one).await, metrics(&two).await);
-    let out = r#"agui_gateway_inbox_relayed_total{direction="out"}"#;
-    let inn = r#"agui_gateway_inbox_relayed_total{direction="in"}"#;
-    assert!(count(&m1, out) >= 2, "{m1}");
-    assert!(count(&m2, inn) >= 2, "{m2}");
-    assert_eq!(
-        count(&m2, out),
-        0,
-        "what came from the relay is not relayed again: {m2}"
-    );
-    assert_eq!(count(&m1, inn), 0, "its own messages ignored: {m1}");
+    let relayed = "agui_gateway_inbox_relayed_total";
+    let (out, inn) = (r#"direction="out""#, r#"direction="in""#);
+    assert!(metric_sum(&one, relayed, out).await >= 2);
+    assert!(metric_sum(&two, relayed, inn).await >= 2);
+    let echoed = metric_sum(&two, relayed, out).await;
+    assert_eq!(echoed, 0, "what came from the relay is not relayed again");
+    let own = metric_sum(&one, relayed, inn).await;
+    assert_eq!(own, 0, "its own messages ignored");
     // The subscriptions cut by the server: each replica subscribes again (and re-reads the
     // shared reads), and changes flow again.
     let resubscribed = "agui_gateway_inbox_relay_resubscribed_total";
-    assert_eq!(count(&m2, resubscribed), 0, "{m2}");
+    assert!(
+        metrics_text(&two).await.contains(resubscribed),
+        "the metric is there"
+    );
+    assert_eq!(metric_sum(&two, resubscribed, "").await, 0);
     redis
         .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
         .await
@@ -418,20 +403,33 @@ async fn a_change_one_replica_sees_reaches_the_other_replicas_feed_within_a_seco
         "both replicas subscribed again",
         Duration::from_secs(10),
         async || {
-            let (m1, m2) = (metrics(&one).await, metrics(&two).await);
-            if count(&m1, resubscribed) >= 1 && count(&m2, resubscribed) >= 1 {
+            let counts = [
+                metric_sum(&one, resubscribed, "").await,
+                metric_sum(&two, resubscribed, "").await,
+            ];
+            if counts.iter().all(|&n| n >= 1) {
                 Ok(())
             } else {
-                Err(format!("{m1}\n{m2}"))
+                Err(format!("resubscribed: {counts:?}"))
             }
         },
     )
     .await;
-    let again = format!("relayed-again-{}", std::process::id());
-    wait_for_approval(&one, "ref", &again).await;
+    approval_reaches(
+        &one,
+        &mut feed,
+        &format!("relayed-again-{}", std::process::id()),
+    )
+    .await;
+}
+
+/// A run on `gw`'s agent `ref` that ends waiting for a human on `thread`: its
+/// `input-required` on `feed` within a second of the run's end.
+async fn approval_reaches(gw: &Gateway, feed: &mut Feed, thread: &str) {
+    wait_for_approval(gw, "ref", thread).await;
     let ran = Instant::now();
     feed.until(Duration::from_secs(1), |t| {
-        t["threadId"] == json!(again) && t["status"] == "input-required"
+        t["threadId"] == json!(thread) && t["status"] == "input-required"
     })
     .await;
     assert!(ran.elapsed() <= Duration::from_secs(1));

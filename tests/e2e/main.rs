@@ -696,7 +696,7 @@ async fn subscribe_only_reattaches_to_a_running_task() {
         &gw.agent_url("ref"),
         "reattach",
         json!([
-            {"message": "slow 8", "abortAfterMs": 450},
+            {"message": "slow 8", "abortOnEvent": "TEXT_MESSAGE_CONTENT"},
             {"forwardedProps": {"a2a": {"subscribeOnly": true}}}
         ]),
     )

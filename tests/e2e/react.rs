@@ -279,6 +279,18 @@ fn listed(step: &Value) -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// Asserts what `read` finds in step `i` of a browser report, naming the transport and
+/// showing the step when it differs.
+fn assert_step<T: PartialEq + std::fmt::Debug, const N: usize>(
+    steps: &[Value],
+    transport: &str,
+    i: usize,
+    read: fn(&Value) -> Vec<T>,
+    expected: [T; N],
+) {
+    assert_eq!(read(&steps[i]), expected, "{transport}: {:#}", steps[i]);
+}
+
 fn entry(id: &str, name: &str, archived: bool) -> (String, String, bool) {
     (id.to_owned(), name.to_owned(), archived)
 }
@@ -348,35 +360,38 @@ async fn thread_list_session(transport: &str) {
     )
     .await;
     let steps = report["steps"].as_array().unwrap();
-    assert_eq!(
-        listed(&steps[4]),
+    assert_step(
+        steps,
+        transport,
+        4,
+        listed,
         [
             entry("react-t2", "echo second thread", false),
             entry("react-t1", "echo first thread", false),
             entry(&plain, "echo from a plain client", false),
         ],
-        "{transport}: {:#}",
-        steps[4]
     );
     // Switching restores each conversation.
-    assert_eq!(
-        rendered(&steps[5]),
+    assert_step(
+        steps,
+        transport,
+        5,
+        rendered,
         [
             said("user", "echo first thread"),
-            said("assistant", "first thread")
+            said("assistant", "first thread"),
         ],
-        "{transport}: {:#}",
-        steps[5]
     );
     assert_eq!(steps[5]["threadId"], "react-t1");
-    assert_eq!(
-        rendered(&steps[6]),
+    assert_step(
+        steps,
+        transport,
+        6,
+        rendered,
         [
             said("user", "echo from a plain client"),
-            said("assistant", "from a plain client")
+            said("assistant", "from a plain client"),
         ],
-        "{transport}: {:#}",
-        steps[6]
     );
     for step in &steps[7..10] {
         let ops = step["threadOps"].as_array().unwrap();
@@ -388,29 +403,32 @@ async fn thread_list_session(transport: &str) {
     };
     assert_eq!(requests(&steps[8]), [archive], "{transport}");
     // After a reload: renamed, archived (hidden) and deleted (gone) as left.
-    assert_eq!(
-        listed(&steps[11]),
+    assert_step(
+        steps,
+        transport,
+        11,
+        listed,
         [entry("react-t1", "Renamed in the app", false)],
-        "{transport}: {:#}",
-        steps[11]
     );
-    assert_eq!(
-        listed(&steps[13]),
+    assert_step(
+        steps,
+        transport,
+        13,
+        listed,
         [
             entry("react-t2", "echo second thread", true),
             entry("react-t1", "Renamed in the app", false),
         ],
-        "{transport}: {:#}",
-        steps[13]
     );
-    assert_eq!(
-        listed(&steps[16]),
+    assert_step(
+        steps,
+        transport,
+        16,
+        listed,
         [
             entry("react-t2", "echo second thread", false),
             entry("react-t1", "Renamed in the app", false),
         ],
-        "{transport}: {:#}",
-        steps[16]
     );
 }
 

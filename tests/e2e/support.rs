@@ -377,13 +377,17 @@ pub async fn metrics_text(gw: &Gateway) -> String {
     resp.text().await.unwrap()
 }
 
-/// The sum of `metric`'s series whose labels contain `label` (`""`: every series).
+/// The sum of `metric`'s series whose labels contain `label` (`""`: every series, or the
+/// one of a metric without labels).
 pub async fn metric_sum(gw: &Gateway, metric: &str, label: &str) -> u64 {
-    let prefix = format!("{metric}{{");
+    let of_metric = |l: &str| {
+        l.strip_prefix(metric)
+            .is_some_and(|r| r.starts_with(['{', ' ']))
+    };
     metrics_text(gw)
         .await
         .lines()
-        .filter(|l| l.starts_with(&prefix) && l.contains(label))
+        .filter(|l| of_metric(l) && l.contains(label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
 }
