@@ -477,28 +477,8 @@ async fn via_gateway(
     load: &str,
     id: usize,
 ) -> Sample {
-    let body = run_input(&format!("bench-{agent}-{id}"), load);
-    let cpu_before = cpu_ticks(gw.pid());
-    let started = Instant::now();
-    let resp = http
-        .post(format!("{}/agents/{agent}", gw.base))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let mut s = read(
-        resp,
-        started,
-        |d| d.contains(r#""TEXT_MESSAGE_CONTENT""#),
-        agui_text,
-    )
-    .await;
-    s.cpu_ticks = cpu_ticks(gw.pid()).saturating_sub(cpu_before);
-    s
+    via_gateway_in(Encoding::Sse, http, gw, agent, load, id).await
 }
-
-/// AG-UI's HTTP+Protobuf media type.
-const PROTOBUF: &str = "application/vnd.ag-ui.event+proto";
 
 /// Like [`via_gateway`], the run written in AG-UI's protobuf encoding.
 async fn via_gateway_protobuf(
@@ -508,17 +488,49 @@ async fn via_gateway_protobuf(
     load: &str,
     id: usize,
 ) -> Sample {
-    let body = run_input(&format!("bench-{agent}-proto-{id}"), load);
+    via_gateway_in(Encoding::Protobuf, http, gw, agent, load, id).await
+}
+
+/// How the gateway writes a run: AG-UI's SSE, or its HTTP+Protobuf encoding.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Sse,
+    Protobuf,
+}
+
+/// AG-UI's HTTP+Protobuf media type.
+const PROTOBUF: &str = "application/vnd.ag-ui.event+proto";
+
+/// `load` through the gateway's `agent` on a thread of its own (`id`), read in `encoding`,
+/// with the gateway's CPU over the run.
+async fn via_gateway_in(
+    encoding: Encoding,
+    http: &reqwest::Client,
+    gw: &Gateway,
+    agent: &str,
+    load: &str,
+    id: usize,
+) -> Sample {
+    let tag = if encoding == Encoding::Protobuf {
+        "-proto"
+    } else {
+        ""
+    };
+    let body = run_input(&format!("bench-{agent}{tag}-{id}"), load);
     let cpu_before = cpu_ticks(gw.pid());
     let started = Instant::now();
-    let resp = http
-        .post(format!("{}/agents/{agent}", gw.base))
-        .header("accept", PROTOBUF)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let mut s = read_protobuf(resp, started).await;
+    let mut request = http.post(format!("{}/agents/{agent}", gw.base)).json(&body);
+    if encoding == Encoding::Protobuf {
+        request = request.header("accept", PROTOBUF);
+    }
+    let resp = request.send().await.unwrap();
+    let mut s = match encoding {
+        Encoding::Sse => {
+            let is_text = |d: &str| d.contains(r#""TEXT_MESSAGE_CONTENT""#);
+            read(resp, started, is_text, agui_text).await
+        }
+        Encoding::Protobuf => read_protobuf(resp, started).await,
+    };
     s.cpu_ticks = cpu_ticks(gw.pid()).saturating_sub(cpu_before);
     s
 }

@@ -141,15 +141,21 @@ impl Feed {
 
     /// The first `thread` event for which `pick` holds, within `within`.
     pub async fn until(&mut self, within: Duration, pick: impl Fn(&Value) -> bool) -> Event {
+        let found = self.find(within, pick).await;
+        found.unwrap_or_else(|| panic!("no such thread event within {within:?}"))
+    }
+
+    /// Like [`Feed::until`], `None` when none came within `within`.
+    pub async fn find(&mut self, within: Duration, pick: impl Fn(&Value) -> bool) -> Option<Event> {
         let end = Instant::now() + within;
         while let Some(left) = end.checked_duration_since(Instant::now()) {
             match self.next(left).await {
-                Some(e) if e.event == "thread" && pick(&e.data) => return e,
+                Some(e) if e.event == "thread" && pick(&e.data) => return Some(e),
                 Some(_) => {}
                 None => break,
             }
         }
-        panic!("no such thread event within {within:?}");
+        None
     }
 }
 
@@ -424,8 +430,8 @@ async fn a_change_one_replica_sees_reaches_the_other_replicas_feed_within_a_seco
 }
 
 /// A run on `gw`'s agent `ref` that ends waiting for a human on `thread`: its
-/// `input-required` on `feed` within a second of the run's end.
-async fn approval_reaches(gw: &Gateway, feed: &mut Feed, thread: &str) {
+/// `input-required` on `feed` (another replica's, say) within a second of the run's end.
+pub async fn approval_reaches(gw: &Gateway, feed: &mut Feed, thread: &str) {
     wait_for_approval(gw, "ref", thread).await;
     let ran = Instant::now();
     feed.until(Duration::from_secs(1), |t| {

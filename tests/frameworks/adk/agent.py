@@ -56,6 +56,7 @@ from google.genai import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from peer_serve import serve  # noqa: E402 (tests/peer_serve.py)
+from frameworks.gemini_usage import usage_metadata  # noqa: E402
 
 NAME = "adk"
 HELLO = ["Hello from adk.", " This reply", " arrives in chunks."]
@@ -97,23 +98,6 @@ def thinking(contents) -> bool:
             if text:
                 return text.split()[0].lower() == "think"
     return False
-
-
-def usage_metadata(usage, done=True):
-    """Gemini's usage report for one model call (None without one); before the last chunk
-    only the prompt is counted, as Gemini's SSE stream does."""
-    if usage is None:
-        return None
-    prompt, candidates, thoughts, cached = usage
-    if not done:
-        candidates, thoughts = 0, 0
-    return types.GenerateContentResponseUsageMetadata(
-        prompt_token_count=prompt,
-        candidates_token_count=candidates,
-        thoughts_token_count=thoughts,
-        cached_content_token_count=cached,
-        total_token_count=prompt + candidates + thoughts,
-    )
 
 
 class ScriptedLlm(BaseLlm):

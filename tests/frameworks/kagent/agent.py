@@ -37,6 +37,7 @@ from kagent.adk import KAgentApp  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from peer_serve import serve  # noqa: E402 (tests/peer_serve.py)
+from frameworks.gemini_usage import usage_metadata  # noqa: E402
 
 NAME = "kagent_scripted"
 HELLO = "Hello from kagent."
@@ -51,17 +52,6 @@ THINK_USAGE = {"call": (120, 8, 15, 100), "answer": (150, 6, 5, 100)}
 def get_weather(city: str) -> dict:
     """Returns the weather forecast for a city."""
     return {"forecast": "sunny"}
-
-
-def usage_metadata(usage):
-    prompt, candidates, thoughts, cached = usage
-    return types.GenerateContentResponseUsageMetadata(
-        prompt_token_count=prompt,
-        candidates_token_count=candidates,
-        thoughts_token_count=thoughts,
-        cached_content_token_count=cached,
-        total_token_count=prompt + candidates + thoughts,
-    )
 
 
 class ScriptedLlm(BaseLlm):
