@@ -480,17 +480,6 @@ async fn via_gateway(
     via_gateway_in(Encoding::Sse, http, gw, agent, load, id).await
 }
 
-/// Like [`via_gateway`], the run written in AG-UI's protobuf encoding.
-async fn via_gateway_protobuf(
-    http: &reqwest::Client,
-    gw: &Gateway,
-    agent: &str,
-    load: &str,
-    id: usize,
-) -> Sample {
-    via_gateway_in(Encoding::Protobuf, http, gw, agent, load, id).await
-}
-
 /// How the gateway writes a run: AG-UI's SSE, or its HTTP+Protobuf encoding.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Encoding {
@@ -844,7 +833,7 @@ async fn main() {
         {
             via_gateway(&http, &gw, agent, "bench 500 64", 0).await;
         }
-        via_gateway_protobuf(&http, &gw, AGENT, "bench 500 64", 0).await;
+        via_gateway_in(Encoding::Protobuf, &http, &gw, AGENT, "bench 500 64", 0).await;
         let flat = Paired::run(
             &http,
             &demo_url,
@@ -881,7 +870,8 @@ async fn main() {
         for round in 0..binding_rounds {
             // The protobuf encoding first, then JSON-RPC over SSE (`by_binding[0]`): the two
             // sides of the encoding row run back to back in every round.
-            let sample = via_gateway_protobuf(&http, &gw, AGENT, &flat.load, 3_000 + round).await;
+            let (load, id) = (&flat.load, 3_000 + round);
+            let sample = via_gateway_in(Encoding::Protobuf, &http, &gw, AGENT, load, id).await;
             assert_eq!(
                 sample.events, n,
                 "every event of `{}` in protobuf",
