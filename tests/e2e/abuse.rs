@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::binary::Launch;
 use crate::fake::{artifact, task, update, update_with_data, Answer, Fake};
 use crate::support::*;
 
@@ -448,91 +449,6 @@ async fn hostile_by_message() -> Fake {
     .await
 }
 
-/// A gateway binary run as its own process, killed when dropped.
-struct Process {
-    child: tokio::process::Child,
-    base: String,
-    log: std::path::PathBuf,
-    config: std::path::PathBuf,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        let _ = std::fs::remove_file(&self.config);
-    }
-}
-
-impl Process {
-    /// Starts the binary on a free port; a port taken by someone else between choosing it
-    /// and binding it (the process exits at once) is retried with another.
-    async fn start(config: &Value) -> Self {
-        for _ in 0..5 {
-            if let Some(p) = Self::start_once(config).await {
-                return p;
-            }
-        }
-        panic!("the gateway binary did not start on any of 5 free ports");
-    }
-
-    async fn start_once(config: &Value) -> Option<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let unique = format!("agui-a2a-gateway-e2e-{}-{port}", std::process::id());
-        let dir = std::env::temp_dir();
-        let config_path = dir.join(format!("{unique}.yaml"));
-        let log = dir.join(format!("{unique}.log"));
-        std::fs::write(&config_path, config.to_string()).unwrap();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
-            .arg("--config")
-            .arg(&config_path)
-            .args(["--demo", "--listen", &format!("127.0.0.1:{port}")])
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the gateway binary");
-        let mut p = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-            config: config_path,
-        };
-        for _ in 0..100 {
-            if let Ok(r) = reqwest::get(format!("{}/readyz?strict", p.base)).await {
-                if r.status() == 200 {
-                    return Some(p);
-                }
-            }
-            if let Ok(Some(_exited)) = p.child.try_wait() {
-                return None;
-            }
-            tokio::time::sleep(ms(100)).await;
-        }
-        panic!(
-            "the gateway binary did not get ready; log: {}",
-            p.log.display()
-        );
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id().expect("running")
-    }
-
-    fn assert_alive(&mut self) {
-        let exited = self.child.try_wait().unwrap();
-        assert!(
-            exited.is_none(),
-            "the gateway process died ({exited:?}); log: {}",
-            self.log.display()
-        );
-    }
-}
-
 /// The end of a run, read without keeping its body (the burst's client stays light).
 struct Outcome {
     status: u16,
@@ -591,7 +507,15 @@ async fn memory_returns_near_its_start_after_a_burst_of_abuse() {
             "max_text_bytes_per_run": 1 << 20},
         "timeouts": {"upstream_call": 2000},
     });
-    let mut gw = Process::start(&config).await;
+    let mut gw = Launch {
+        config: &config.to_string(),
+        args: &["--demo"],
+        ..Launch::default()
+    }
+    .start("abuse-memory")
+    .await
+    .ready()
+    .await;
     let within = Duration::from_secs(30);
     let demo = format!("{}/agents/demo", gw.base);
     let hostile = format!("{}/agents/hostile", gw.base);

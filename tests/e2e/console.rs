@@ -13,6 +13,7 @@ use std::process::Stdio;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use crate::binary::Launch;
 use crate::support::*;
 
 const KEY: &str = "e2e-console-key-0123456789";
@@ -152,45 +153,6 @@ async fn on_an_open_gateway_the_console_connects_by_itself_and_names_an_unreacha
     assert_answered(&report);
 }
 
-/// The gateway binary on a fixed address, so that it can be restarted where the console
-/// expects it.
-struct GatewayProcess {
-    child: tokio::process::Child,
-    base: String,
-}
-
-impl GatewayProcess {
-    async fn start(config: &std::path::Path, port: u16) -> Self {
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
-            .arg("--config")
-            .arg(config)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the gateway binary");
-        let gw = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        for _ in 0..200 {
-            if let Ok(r) = reqwest::get(format!("{}/readyz", gw.base)).await {
-                if r.status() == 200 {
-                    return gw;
-                }
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("the gateway binary did not get ready at {}", gw.base);
-    }
-
-    async fn stop(mut self) {
-        self.child.kill().await.expect("stop the gateway");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_inbox_is_live_and_reconnects_after_the_gateway_restarts() {
     // No inbound auth (every context visible) and threadId = contextId, so that the restarted
@@ -201,13 +163,12 @@ async fn the_console_inbox_is_live_and_reconnects_after_the_gateway_restarts() {
     let config = json!({
         "agents": [{"name": "ref", "url": upstream_url, "context_ids": "client"}],
     });
-    let port = free_port();
-    let path = std::env::temp_dir().join(format!(
-        "agui-a2a-gateway-e2e-console-{}-{port}.yaml",
-        std::process::id()
-    ));
-    std::fs::write(&path, config.to_string()).unwrap();
-    let mut gw = GatewayProcess::start(&path, port).await;
+    let config = config.to_string();
+    let launch = Launch {
+        config: &config,
+        ..Launch::default()
+    };
+    let mut gw = launch.start("console").await.ready().await;
 
     let thread = "console-live-first";
     ask_approval(&format!("{}/agents/ref", gw.base), thread).await;
@@ -245,8 +206,15 @@ async fn the_console_inbox_is_live_and_reconnects_after_the_gateway_restarts() {
             .unwrap()
     {
         if line.trim() == "RESTART" {
+            // Where the console expects it: the address the first one bound.
+            let addr = gw.addr().to_owned();
             gw.stop().await;
-            gw = GatewayProcess::start(&path, port).await;
+            let launch = Launch {
+                config: &config,
+                listen: &addr,
+                ..Launch::default()
+            };
+            gw = launch.start("console").await.ready().await;
             stdin.write_all(b"RESTARTED\n").await.unwrap();
             stdin.flush().await.unwrap();
             restarted = true;
@@ -286,5 +254,4 @@ async fn the_console_inbox_is_live_and_reconnects_after_the_gateway_restarts() {
     assert!(after.contains(&thread) && after.contains(&live), "{report}");
     assert_answered(&report);
     gw.stop().await;
-    let _ = std::fs::remove_file(&path);
 }

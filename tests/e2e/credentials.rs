@@ -5,11 +5,11 @@
 //! recovered, the token endpoint down and back, token exchange and the caller's own token
 //! per caller, a rotated bearer file, and nothing secret in anything the gateway says.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::binary::{Launch, TempDir};
 use crate::identity_support::*;
 use crate::support::*;
 
@@ -442,24 +442,6 @@ async fn forward_caller_token_sends_the_callers_own_jwt() {
     let _ = std::fs::remove_file(jwks);
 }
 
-/// A directory of the test's own, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("agui-e2e-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotated_bearer_file_is_picked_up_by_the_next_run() {
     let dir = TempDir::new("bearer");
@@ -513,7 +495,17 @@ async fn no_token_or_secret_shows_in_logs_metrics_errors_or_agents() {
         {"name": "file", "url": bearer_agent.url,
             "credentials": {"bearer": format!("file:{}", bearer_file.display())}},
     ]});
-    let gw = GatewayProcess::start(&config, &dir.0).await;
+    // Every level of its own modules and the libraries'.
+    let gw = Launch {
+        config: &config.to_string(),
+        env: &[("E2E_CLIENT_SECRET", CLIENT_SECRET)],
+        log: "trace",
+        ..Launch::default()
+    }
+    .start("secrets-gateway")
+    .await
+    .ready()
+    .await;
     let alice = caller_jwt("alice");
     let mut answers = Vec::new();
     for (agent_name, text) in [("cc", "echo a"), ("tx", "whoami"), ("file", "echo f")] {
@@ -597,68 +589,5 @@ async fn no_token_or_secret_shows_in_logs_metrics_errors_or_agents() {
                 &secret[..8.min(secret.len())]
             );
         }
-    }
-}
-
-/// The gateway binary in a process of its own, its log (every level of its own modules and
-/// the libraries') kept in a file.
-struct GatewayProcess {
-    base: String,
-    log: PathBuf,
-    _child: tokio::process::Child,
-}
-
-impl GatewayProcess {
-    async fn start(config: &Value, dir: &std::path::Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let config_path = dir.join("gateway.yaml");
-        let log = dir.join("gateway.log");
-        std::fs::write(&config_path, config.to_string()).unwrap();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
-            .arg("--config")
-            .arg(&config_path)
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--log-format",
-                "json",
-            ])
-            .env("RUST_LOG", "trace")
-            .env("E2E_CLIENT_SECRET", CLIENT_SECRET)
-            .stdout(std::fs::File::create(dir.join("gateway.out")).unwrap())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the gateway binary");
-        let base = format!("http://127.0.0.1:{port}");
-        wait_until(
-            "the gateway process is ready",
-            Duration::from_secs(20),
-            async || match reqwest::get(format!("{base}/readyz?strict")).await {
-                Ok(r) if r.status() == 200 => Ok(()),
-                Ok(r) => Err(r.text().await.unwrap_or_default()),
-                Err(e) => Err(e.to_string()),
-            },
-        )
-        .await;
-        Self {
-            base,
-            log,
-            _child: child,
-        }
-    }
-
-    fn agent_url(&self, name: &str) -> String {
-        format!("{}/agents/{name}", self.base)
-    }
-
-    /// Everything it wrote, stdout and stderr.
-    fn log(&self) -> String {
-        let out = self.log.with_file_name("gateway.out");
-        std::fs::read_to_string(&self.log).unwrap() + &std::fs::read_to_string(out).unwrap()
     }
 }

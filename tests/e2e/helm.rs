@@ -5,9 +5,8 @@
 //! the container's args and the ConfigMap's files, moved under it alike); the gateway binary
 //! runs with the container's args and environment, as the pod's uid/gid when this test runs
 //! as root, in a working directory it cannot write. It listens on `127.0.0.1:0` in place of
-//! the rendered `GATEWAY_LISTEN=0.0.0.0:8080`, and the test reads the port it bound from its
-//! "listening" log line (a port picked free beforehand may be taken by another test's peer
-//! before the gateway binds it).
+//! the rendered `GATEWAY_LISTEN=0.0.0.0:8080`, found by the address it logs (as
+//! tests/e2e/binary.rs finds it; this pod runs with std's `Command` for its uid and gid).
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -19,6 +18,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde_json::{json, Value};
 
+use crate::binary::listening_addr;
 use crate::support::{require, root, sse_events, tail};
 
 /// The image's PATH (Dockerfile: debian:bookworm-slim's default).
@@ -317,14 +317,9 @@ impl Running {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The address of its "agui-a2a-gateway listening" line (src/main.rs), once logged.
+    /// The address it logged it listens on, once it has.
     fn listening(&self) -> Option<String> {
-        self.logs().lines().find_map(|line| {
-            let line: Value = serde_json::from_str(line).ok()?;
-            let fields = &line["fields"];
-            (fields["message"] == "agui-a2a-gateway listening")
-                .then(|| fields["addr"].as_str().map(str::to_owned))?
-        })
+        listening_addr(&self.logs())
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod abuse;
 mod auth;
+mod binary;
 mod bindings;
 mod console;
 mod copilotkit;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::binary::Launch;
 use crate::support::*;
 
 /// `/readyz` with `query` (`""`, `"?strict"`, ...): its status and body.
@@ -115,61 +116,6 @@ async fn readyz_with_readiness_strict_configured_is_503_while_an_agent_is_down()
     assert_eq!(body, json!({"status": "ready"}));
 }
 
-/// The gateway binary with `--demo`, killed (and its config file removed) when dropped.
-struct Binary {
-    child: tokio::process::Child,
-    base: String,
-    config: std::path::PathBuf,
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        let _ = std::fs::remove_file(&self.config);
-    }
-}
-
-impl Binary {
-    async fn start(config: &Value) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let path = std::env::temp_dir().join(format!(
-            "agui-a2a-gateway-e2e-readyz-{}-{port}.yaml",
-            std::process::id()
-        ));
-        std::fs::write(&path, config.to_string()).unwrap();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
-            .arg("--config")
-            .arg(&path)
-            .args(["--demo", "--listen", &format!("127.0.0.1:{port}")])
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the gateway binary");
-        let base = format!("http://127.0.0.1:{port}");
-        wait_until(
-            "the gateway binary is ready",
-            Duration::from_secs(20),
-            async || match reqwest::get(format!("{base}/readyz?strict")).await {
-                Ok(r) if r.status() == 200 => Ok(()),
-                Ok(r) => Err(r.status().to_string()),
-                Err(e) => Err(e.to_string()),
-            },
-        )
-        .await;
-        Self {
-            child,
-            base,
-            config: path,
-        }
-    }
-}
-
 /// A run's whole SSE body, from a response already open.
 async fn rest_of(mut resp: reqwest::Response, mut text: String) -> String {
     while let Some(chunk) = resp.chunk().await.unwrap() {
@@ -193,7 +139,15 @@ fn last_event(sse: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn readyz_answers_503_at_once_on_sigterm_while_runs_finish() {
     let config = json!({"agents": [], "timeouts": {"shutdown_drain": 20000}});
-    let mut gw = Binary::start(&config).await;
+    let mut gw = Launch {
+        config: &config.to_string(),
+        args: &["--demo"],
+        ..Launch::default()
+    }
+    .start("readyz-drain")
+    .await
+    .ready()
+    .await;
     let url = format!("{}/agents/demo", gw.base);
     let client = reqwest::Client::new();
     // `slow 25`: 25 ticks 100 ms apart.
@@ -205,9 +159,8 @@ async fn readyz_answers_503_at_once_on_sigterm_while_runs_finish() {
         .unwrap();
     let first = String::from_utf8_lossy(&open.chunk().await.unwrap().unwrap()).into_owned();
     assert!(first.contains("RUN_STARTED"), "{first}");
-    let pid = gw.child.id().expect("running").to_string();
     let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
+        .args(["-TERM", &gw.pid().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
@@ -227,8 +180,9 @@ async fn readyz_answers_503_at_once_on_sigterm_while_runs_finish() {
         assert_eq!(status, 200, "{body}");
         assert!(
             signalled.elapsed() < Duration::from_millis(500),
-            "/readyz still {status} {:?} after SIGTERM",
-            signalled.elapsed()
+            "/readyz still {status} {:?} after SIGTERM: {}",
+            signalled.elapsed(),
+            gw.log_tail()
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     };

@@ -9,11 +9,11 @@
 //! The harness talks to the servers with `redis-cli` (raw output: no TTY), independent of the
 //! `redis` crate the gateway uses, so it sees what a person with `redis-cli` would.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+pub use crate::binary::TempDir;
 use crate::pki::CertKey;
 use crate::support::free_port;
 
@@ -76,34 +76,6 @@ pub fn require_binary(bin: &str) -> PathBuf {
              redis-tools`); `bash scripts/test` installs them"
         )
     })
-}
-
-/// A directory of this test's own, removed on drop.
-#[derive(Debug)]
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "agui-e2e-redis-{}-{}-{tag}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// How `redis-cli` reaches a TLS server.

@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::binary::Launch;
 use crate::inbox::{approval_reaches, Feed};
 use crate::pki::{Pki, OTHER_NAME};
 use crate::redis::{finished_in, key, readyz, run};
 use crate::redis_servers::*;
-use crate::support::{drive, drive_message, free_port, tail, upstream, wait_until, Gateway};
+use crate::support::{drive, drive_message, tail, upstream, wait_until, Gateway};
 
 /// `binding_ttl_s` of these tests.
 const TTL_S: i64 = 120;
@@ -870,65 +871,6 @@ async fn a_sentinel_failover_under_load_keeps_the_bindings() {
 // ---------------------------------------------------------------------------------------
 // Secrets: the gateway binary at RUST_LOG=trace
 
-/// The gateway binary in a process of its own (tests/e2e/credentials.rs), its log kept.
-struct GatewayProcess {
-    base: String,
-    dir: std::path::PathBuf,
-    _child: tokio::process::Child,
-}
-
-impl GatewayProcess {
-    async fn start(yaml: &str, dir: &std::path::Path) -> Self {
-        let port = free_port();
-        let config = dir.join("gateway.yaml");
-        std::fs::write(&config, yaml).unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-a2a-gateway"))
-            .arg("--config")
-            .arg(&config)
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--log-format",
-                "json",
-            ])
-            .env("RUST_LOG", "trace")
-            .stdout(std::fs::File::create(dir.join("gateway.out")).unwrap())
-            .stderr(std::fs::File::create(dir.join("gateway.log")).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the gateway binary");
-        let base = format!("http://127.0.0.1:{port}");
-        let log = |dir: &std::path::Path| {
-            std::fs::read_to_string(dir.join("gateway.log")).unwrap_or_default()
-                + &std::fs::read_to_string(dir.join("gateway.out")).unwrap_or_default()
-        };
-        wait_until(
-            "the gateway process answers",
-            Duration::from_secs(20),
-            async || {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("the gateway exited ({status}): {}", tail(&log(dir), 1500));
-                }
-                match reqwest::get(format!("{base}/readyz")).await {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(format!("{e}; log: {}", tail(&log(dir), 1500))),
-                }
-            },
-        )
-        .await;
-        Self {
-            base,
-            dir: dir.to_owned(),
-            _child: child,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
-            + &std::fs::read_to_string(self.dir.join("gateway.out")).unwrap_or_default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn no_redis_password_or_client_key_shows_in_logs_or_answers() {
     let pki = Pki::create();
@@ -947,7 +889,13 @@ async fn no_redis_password_or_client_key_shows_in_logs_or_answers() {
         "tls": {"ca_file": pki.ca, "client_cert": file_ref(&pki.client.cert),
             "client_key": file_ref(&pki.client.key)},
     }));
-    let gw = GatewayProcess::start(&yaml, dir.path()).await;
+    let gw = Launch {
+        config: &yaml,
+        log: "trace",
+        ..Launch::default()
+    }
+    .start("redis-secrets-gateway")
+    .await;
     wait_store_ok(&gw.base, Duration::from_secs(15)).await;
     let mut answers = Vec::new();
     let t = thread("secrets");
