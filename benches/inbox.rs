@@ -43,6 +43,8 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+#[path = "../tests/e2e/ready_line.rs"]
+mod ready_line;
 #[path = "support.rs"]
 mod support;
 
@@ -68,7 +70,6 @@ impl Drop for Proc {
 /// The a2a-sdk reference agent (`--versions 1.0`, and `--push` if `push`): the process and
 /// its URL, from its `READY <url>` line.
 fn start_ref_agent(push: bool) -> (Proc, String) {
-    use std::io::BufRead;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join(".venv/bin/python");
     assert!(
@@ -86,17 +87,8 @@ fn start_ref_agent(push: bool) -> (Proc, String) {
         cmd.arg("--push");
     }
     let mut child = cmd.spawn().expect("start the reference agent");
-    let mut lines = std::io::BufReader::new(child.stdout.take().expect("its stdout")).lines();
-    let line = lines
-        .next()
-        .and_then(Result::ok)
-        .expect("the reference agent's READY line");
-    let url = line
-        .trim()
-        .strip_prefix("READY ")
-        .unwrap_or_else(|| panic!("the reference agent did not start: {line:?}"))
-        .to_owned();
-    std::thread::spawn(move || lines.for_each(drop));
+    let url = ready_line::read_ready(child.stdout.take().unwrap(), Duration::from_secs(60))
+        .expect("the reference agent's READY line within 60 s");
     (Proc(child), url)
 }
 

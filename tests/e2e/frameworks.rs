@@ -17,10 +17,9 @@
 //! (`tests/frameworks/kagent/delegation.py`) show delegation. Peers are installed by
 //! `scripts/test`.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -29,6 +28,7 @@ use agui_a2a_gateway::a2a::card::Binding;
 use agui_a2a_gateway::a2a::client::CallContext;
 use agui_a2a_gateway::a2a::TaskId;
 
+use crate::ready_line::read_ready;
 use crate::support::*;
 
 const HELLO: &str = "This reply arrives in chunks.";
@@ -37,9 +37,6 @@ const QUESTION: &str = "Approve sending the report?";
 const ANSWER: &str = "yes, send it";
 const DONE: &str = "Done: yes, send it.";
 
-/// How long a peer may take to print READY (ADK and strands import for seconds, and several
-/// peers start at once on a small machine).
-const READY_WITHIN: Duration = Duration::from_secs(60);
 /// How long one drive (one Node client process, all its steps) may take.
 const DRIVE_WITHIN: Duration = Duration::from_secs(90);
 
@@ -143,21 +140,7 @@ fn spawn_ready(cmd: &mut Command, label: &str) -> (String, PathBuf, Child) {
         .stderr(log_file)
         .spawn()
         .unwrap_or_else(|e| panic!("start the {label} peer: {e}"));
-    // Read stdout on a thread: READY within a deadline, then keep draining it.
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        for line in lines.by_ref() {
-            let Ok(line) = line else { break };
-            if let Some(url) = line.trim().strip_prefix("READY ") {
-                let _ = tx.send(url.to_owned());
-                break;
-            }
-        }
-        for _ in lines {}
-    });
-    let url = rx.recv_timeout(READY_WITHIN).unwrap_or_else(|_| {
+    let url = read_ready(child.stdout.take().unwrap(), READY_WITHIN).unwrap_or_else(|| {
         let _ = child.kill();
         let logged = std::fs::read_to_string(&log).unwrap_or_default();
         panic!(

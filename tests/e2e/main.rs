@@ -29,6 +29,7 @@ mod push;
 mod react;
 mod readiness;
 mod readme;
+mod ready_line;
 mod redis;
 mod redis_servers;
 mod redis_topologies;

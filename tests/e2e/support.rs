@@ -2,12 +2,13 @@
 //! A2A upstream (Python a2a-sdk 1.3.0, one process per protocol mode, shared by the tests),
 //! and the real AG-UI client (`@ag-ui/client` 1.0.0 HttpAgent, one Node process per drive).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 use agui_a2a_gateway::app;
+
+use crate::ready_line::read_ready;
 use agui_a2a_gateway::config::{self, FileConfig, Overrides};
 use serde_json::{json, Value};
 
@@ -72,24 +73,22 @@ pub fn closed_url() -> String {
     url
 }
 
-/// Starts a test peer that prints `READY <base-url>` on stdout once it listens (the
-/// convention of `tests/peer_serve.py`), told to exit with this process; its URL.
+/// How long a test peer may take to say READY (Python peers import for seconds, and several
+/// start at once on a small machine).
+pub const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Starts a test peer that prints `READY <base-url>` on stdout once it listens
+/// (tests/e2e/ready_line.rs), told to exit with this process; its URL.
 pub fn spawn_ready(cmd: &mut Command, what: &str) -> (Child, String) {
     let mut child = cmd
         .args(["--parent-pid", &std::process::id().to_string()])
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
         .spawn()
         .unwrap_or_else(|e| panic!("start {what}: {e}"));
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .expect("read READY");
-    let url = line
-        .trim()
-        .strip_prefix("READY ")
-        .unwrap_or_else(|| panic!("{what} did not start: {line:?}"))
-        .to_owned();
+    let url = read_ready(child.stdout.take().unwrap(), READY_WITHIN).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("{what} printed no READY within {READY_WITHIN:?} (its stderr is above)")
+    });
     (child, url)
 }
 
