@@ -281,6 +281,23 @@ impl Pod {
     }
 }
 
+/// Runs `exec` (a spawn of the pod's copied binary) again while it fails with `ETXTBSY`: a
+/// process forked by another test's thread while the copy was being written holds the
+/// written file open until it execs (the kernel refuses to exec a file open for writing), a
+/// few milliseconds at most.
+fn unless_busy<T>(mut exec: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    let mut tries = 0;
+    loop {
+        match exec() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            done => return done,
+        }
+    }
+}
+
 async fn status(client: &reqwest::Client, url: &str) -> Option<u16> {
     match client.get(url).send().await {
         Ok(r) => Some(r.status().as_u16()),
@@ -304,12 +321,11 @@ impl Drop for Running {
 impl Running {
     fn start(pod: &Pod) -> Self {
         let log = pod.dir.join("gateway.log");
-        let child = pod
-            .command(&[])
+        let mut command = pod.command(&[]);
+        command
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start the gateway");
+            .stderr(std::fs::File::create(&log).unwrap());
+        let child = unless_busy(|| command.spawn()).expect("start the gateway");
         Running { child, log }
     }
 
@@ -522,10 +538,8 @@ fn every_rendered_config_passes_validate_only() {
     assert!(files.len() >= 7, "{files:?}");
     for values in &files {
         let pod = Pod::new(values);
-        let out = pod
-            .command(&["--validate-only"])
-            .output()
-            .expect("run --validate-only");
+        let mut command = pod.command(&["--validate-only"]);
+        let out = unless_busy(|| command.output()).expect("run --validate-only");
         if !out.status.success() {
             failed.push(format!(
                 "{values}: {}{}",
