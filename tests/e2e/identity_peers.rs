@@ -329,7 +329,7 @@ async fn token_exchange_keeps_the_callers_subject_up_to_the_agent() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotated_bearer_file_is_honoured_at_once_and_unlocks_the_extended_card() {
     let pki = Pki::create();
-    let file = pki.dir.join("agent-bearer");
+    let file = pki.dir.path().join("agent-bearer");
     std::fs::write(&file, "first-bearer\n").unwrap();
     let agent = RefAgent::start(
         AgentFlags::new("both")
@@ -558,7 +558,7 @@ async fn concurrent_token_requests_are_each_counted() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_api_key_agent_and_a_scope_demanding_agent_declare_and_check_what_they_need() {
     let pki = Pki::create();
-    let key_file = pki.dir.join("agent-api-key");
+    let key_file = pki.dir.path().join("agent-api-key");
     std::fs::write(&key_file, "e2e-agent-api-key").unwrap();
     let keyed = RefAgent::start(
         AgentFlags::new("1.0")

@@ -6,7 +6,6 @@
 //! TEST-ONLY keys: made fresh per [`Pki::create`], never reused outside the test.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use base64::Engine as _;
 use rcgen::{
@@ -14,6 +13,8 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
 };
 use serde_json::{json, Value};
+
+use crate::binary::TempDir;
 
 /// The name of the certificate that is valid for another host than 127.0.0.1 (reach it with
 /// `tls.server_name` or a resolver override).
@@ -40,7 +41,7 @@ impl CertKey {
 /// The files of one test's PKI; the directory is removed when this is dropped.
 #[derive(Debug)]
 pub struct Pki {
-    pub dir: PathBuf,
+    pub dir: TempDir,
     /// The private CA's certificate (PEM): what `tls.ca_file` and `--tls-client-ca` get.
     pub ca: PathBuf,
     /// Signed by the CA for 127.0.0.1 and localhost, serverAuth.
@@ -63,19 +64,6 @@ pub struct Pki {
     pub jwt_public_pem: PathBuf,
     /// Its public half as a JWK (kid [`CLIENT_JWK_KID`], alg ES256); also accepted there.
     pub jwt_public_jwk: PathBuf,
-}
-
-/// Where a [`Pki`] of this process goes next.
-fn fresh_dir() -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "agui-e2e-pki-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn ca_params(name: &str) -> CertificateParams {
@@ -138,7 +126,8 @@ fn p256_jwk(key: &KeyPair, kid: &str) -> Value {
 impl Pki {
     /// A fresh PKI in a directory of its own.
     pub fn create() -> Self {
-        let dir = fresh_dir();
+        let temp = TempDir::new("pki");
+        let dir = temp.path().to_owned();
         let server_names = ["127.0.0.1", "localhost"];
         let server_auth = ExtendedKeyUsagePurpose::ServerAuth;
         let client_auth = ExtendedKeyUsagePurpose::ClientAuth;
@@ -201,7 +190,7 @@ impl Pki {
             &p256_jwk(&jwt, CLIENT_JWK_KID).to_string(),
         );
         Self {
-            dir,
+            dir: temp,
             ca,
             server,
             other_name,
@@ -229,11 +218,5 @@ impl Pki {
             builder = builder.identity(reqwest::Identity::from_pem(&id.identity_pem()).unwrap());
         }
         builder.build().unwrap()
-    }
-}
-
-impl Drop for Pki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
