@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::binary::Launch;
+use crate::binary::demo_binary;
 use crate::fake::{artifact, task, update, update_with_data, Answer, Fake};
 use crate::support::*;
 
@@ -507,15 +507,7 @@ async fn memory_returns_near_its_start_after_a_burst_of_abuse() {
             "max_text_bytes_per_run": 1 << 20},
         "timeouts": {"upstream_call": 2000},
     });
-    let mut gw = Launch {
-        config: &config.to_string(),
-        args: &["--demo"],
-        ..Launch::default()
-    }
-    .start("abuse-memory")
-    .await
-    .ready()
-    .await;
+    let mut gw = demo_binary(&config, "abuse-memory").await;
     let within = Duration::from_secs(30);
     let demo = format!("{}/agents/demo", gw.base);
     let hostile = format!("{}/agents/hostile", gw.base);

@@ -85,6 +85,19 @@ impl Default for Launch<'_> {
     }
 }
 
+/// The binary with `config` and its built-in demo agent, ready (`/readyz?strict` 200).
+pub async fn demo_binary(config: &Value, tag: &str) -> GatewayBinary {
+    Launch {
+        config: &config.to_string(),
+        args: &["--demo"],
+        ..Launch::default()
+    }
+    .start(tag)
+    .await
+    .ready()
+    .await
+}
+
 /// The running binary. Fields drop in order: the process is killed before its files go.
 pub struct GatewayBinary {
     /// `http://<the address it bound>`.

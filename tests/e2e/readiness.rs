@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::binary::Launch;
+use crate::binary::demo_binary;
 use crate::support::*;
 
 /// `/readyz` with `query` (`""`, `"?strict"`, ...): its status and body.
@@ -139,15 +139,7 @@ fn last_event(sse: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn readyz_answers_503_at_once_on_sigterm_while_runs_finish() {
     let config = json!({"agents": [], "timeouts": {"shutdown_drain": 20000}});
-    let mut gw = Launch {
-        config: &config.to_string(),
-        args: &["--demo"],
-        ..Launch::default()
-    }
-    .start("readyz-drain")
-    .await
-    .ready()
-    .await;
+    let mut gw = demo_binary(&config, "readyz-drain").await;
     let url = format!("{}/agents/demo", gw.base);
     let client = reqwest::Client::new();
     // `slow 25`: 25 ticks 100 ms apart.
