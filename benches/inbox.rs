@@ -87,8 +87,9 @@ fn start_ref_agent(push: bool) -> (Proc, String) {
         cmd.arg("--push");
     }
     let mut child = cmd.spawn().expect("start the reference agent");
-    let url = ready_line::read_ready(child.stdout.take().unwrap(), Duration::from_secs(60))
-        .expect("the reference agent's READY line within 60 s");
+    let within = ready_line::READY_WITHIN;
+    let url = ready_line::read_ready(child.stdout.take().unwrap(), within)
+        .unwrap_or_else(|| panic!("the reference agent's READY line within {within:?}"));
     (Proc(child), url)
 }
 

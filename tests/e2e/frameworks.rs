@@ -28,7 +28,7 @@ use agui_a2a_gateway::a2a::card::Binding;
 use agui_a2a_gateway::a2a::client::CallContext;
 use agui_a2a_gateway::a2a::TaskId;
 
-use crate::ready_line::read_ready;
+use crate::ready_line::{read_ready, READY_WITHIN};
 use crate::support::*;
 
 const HELLO: &str = "This reply arrives in chunks.";

@@ -139,6 +139,14 @@ impl Feed {
         })
     }
 
+    /// `base`'s feed, its first event (the snapshot) read.
+    pub async fn past_snapshot(base: &str) -> Feed {
+        let mut feed = Feed::open(base, None).await.unwrap();
+        let first = feed.next(Duration::from_secs(10)).await.unwrap();
+        assert_eq!(first.event, "snapshot", "{first:?}");
+        feed
+    }
+
     /// The first `thread` event for which `pick` holds, within `within`.
     pub async fn until(&mut self, within: Duration, pick: impl Fn(&Value) -> bool) -> Event {
         let found = self.find(within, pick).await;
@@ -222,9 +230,7 @@ async fn fifty_viewers_cost_each_agent_one_list_per_interval_and_see_approvals()
     wait_for_approval(&gw, "a0", &thread).await;
     // The run tells the inbox each state (submitted, working, input-required).
     let seen = feeds[49]
-        .until(Duration::from_secs(5), |t| {
-            t["threadId"] == json!(thread) && t["status"] == "input-required"
-        })
+        .until(Duration::from_secs(5), waiting_on(&thread))
         .await;
     assert_eq!(seen.data["agent"], "a0");
     assert!(!seen.id.is_empty());
@@ -302,11 +308,7 @@ async fn two_replicas_on_one_redis_poll_once_per_interval_and_share_changes() {
     let yaml = config(&[("ref", &proxy.url)], store);
     let one = Gateway::start(&yaml, false).await;
     let two = Gateway::start(&yaml, false).await;
-    let mut feed = Feed::open(&two.base, None).await.unwrap();
-    assert_eq!(
-        feed.next(Duration::from_secs(10)).await.unwrap().event,
-        "snapshot"
-    );
+    let mut feed = Feed::past_snapshot(&two.base).await;
     let started = Instant::now();
     let before = proxy.lists();
     // Through the other replica: relayed at once, and polled by whichever holds the
@@ -314,9 +316,7 @@ async fn two_replicas_on_one_redis_poll_once_per_interval_and_share_changes() {
     let thread = format!("replicas-{}", std::process::id());
     wait_for_approval(&one, "ref", &thread).await;
     let seen = feed
-        .until(Duration::from_secs(6), |t| {
-            t["threadId"] == json!(thread) && t["status"] == "input-required"
-        })
+        .until(Duration::from_secs(6), waiting_on(&thread))
         .await;
     assert_eq!(seen.data["lastTask"]["state"], "input-required");
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -347,11 +347,7 @@ async fn a_change_one_replica_sees_reaches_the_other_replicas_feed_within_a_seco
     let yaml = config(&[("ref", upstream("1.0"))], extra);
     let one = Gateway::start(&yaml, false).await;
     let two = Gateway::start(&yaml, false).await;
-    let mut feed = Feed::open(&two.base, None).await.unwrap();
-    assert_eq!(
-        feed.next(Duration::from_secs(10)).await.unwrap().event,
-        "snapshot"
-    );
+    let mut feed = Feed::past_snapshot(&two.base).await;
     // A run on the first replica whose task waits for a human: its changes (submitted,
     // working, input-required) on the second replica's feed.
     approval_reaches(&one, &mut feed, &format!("relayed-{}", std::process::id())).await;
@@ -429,15 +425,17 @@ async fn a_change_one_replica_sees_reaches_the_other_replicas_feed_within_a_seco
     .await;
 }
 
+/// Picks the feed's change of `thread` to waiting for a human (`input-required`).
+pub fn waiting_on(thread: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |t| t["threadId"] == thread && t["status"] == "input-required"
+}
+
 /// A run on `gw`'s agent `ref` that ends waiting for a human on `thread`: its
 /// `input-required` on `feed` (another replica's, say) within a second of the run's end.
 pub async fn approval_reaches(gw: &Gateway, feed: &mut Feed, thread: &str) {
     wait_for_approval(gw, "ref", thread).await;
     let ran = Instant::now();
-    feed.until(Duration::from_secs(1), |t| {
-        t["threadId"] == json!(thread) && t["status"] == "input-required"
-    })
-    .await;
+    feed.until(Duration::from_secs(1), waiting_on(thread)).await;
     assert!(ran.elapsed() <= Duration::from_secs(1));
 }
 

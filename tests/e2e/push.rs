@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::inbox::Feed;
+use crate::inbox::{waiting_on, Feed};
 use crate::support::*;
 
 /// A push-enabled peer: the reference agent in `mode` (`1.0`, `rest`, `grpc`) or the a2a-js
@@ -115,9 +115,7 @@ async fn pushes_reach_the_feed(mode: &str) {
     assert_accepted(&step);
     let ended = Instant::now();
     let waiting = feed
-        .until(Duration::from_secs(5), |t| {
-            t["threadId"] == approval.as_str() && t["status"] == "input-required"
-        })
+        .until(Duration::from_secs(5), waiting_on(&approval))
         .await;
     assert!(
         ended.elapsed() < Duration::from_secs(1),

@@ -10,6 +10,10 @@ use std::process::ChildStdout;
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// How long a test peer may take to say READY (Python peers import for seconds, and several
+/// start at once on a small machine).
+pub(crate) const READY_WITHIN: Duration = Duration::from_secs(60);
+
 /// The URL of the first `READY <url>` line of `stdout`, if one comes within `within` (None
 /// also when stdout closes first: the peer exited).
 pub(crate) fn read_ready(stdout: ChildStdout, within: Duration) -> Option<String> {

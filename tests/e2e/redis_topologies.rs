@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::binary::Launch;
-use crate::inbox::{approval_reaches, Feed};
+use crate::inbox::{approval_reaches, waiting_on, Feed};
 use crate::pki::{Pki, OTHER_NAME};
 use crate::redis::{finished_in, key, readyz, run};
 use crate::redis_servers::*;
@@ -223,9 +223,9 @@ async fn the_inbox_relay_subscribes_over_tls_as_the_acl_user() {
     let store = json!({"url": redis.url(), "mode": "standalone", "tls": {"ca_file": pki.ca},
         "username": "gateway", "password": password});
     let (a, b) = two_replicas(&relaying(store)).await;
-    let mut feed = feed_of(&b).await;
+    let mut feed = Feed::past_snapshot(&b.base).await;
     approval_reaches(&a, &mut feed, &thread("tls-relayed")).await;
-    let mut feed = feed_of(&a).await;
+    let mut feed = Feed::past_snapshot(&a.base).await;
     approval_reaches(&b, &mut feed, &thread("tls-relayed-back")).await;
     let denied = redis.acl_log().await;
     assert!(
@@ -547,14 +547,6 @@ async fn without_getex_the_fallback_keeps_expiry() {
 // ---------------------------------------------------------------------------------------
 // Redis Cluster
 
-/// `gw`'s change feed, past its snapshot.
-async fn feed_of(gw: &Gateway) -> Feed {
-    let mut feed = Feed::open(&gw.base, None).await.unwrap();
-    let first = feed.next(Duration::from_secs(10)).await.unwrap();
-    assert_eq!(first.event, "snapshot");
-    feed
-}
-
 /// Two gateways (replicas) with `config`, both with the store ready.
 async fn two_replicas(config: &str) -> (Gateway, Gateway) {
     let (a, b) = (
@@ -589,7 +581,7 @@ async fn a_cluster_behind_two_replicas_carries_threads_and_inbox_changes_across_
     let (a, b) = two_replicas(&relaying(store)).await;
     // The live inbox's relay (SPUBLISH / SSUBSCRIBE): a run on one replica whose task waits
     // for a human, on the other replica's change feed within a second.
-    let mut feed = feed_of(&b).await;
+    let mut feed = Feed::past_snapshot(&b.base).await;
     approval_reaches(&a, &mut feed, &thread("cluster-relayed")).await;
     let mut masters = std::collections::HashSet::new();
     for i in 0..10 {
@@ -773,7 +765,7 @@ async fn the_inbox_relay_follows_the_master_through_a_sentinel_failover() {
     let store = json!({"mode": "sentinel", "nodes": setup.sentinel_addrs(),
         "master_name": MASTER_NAME});
     let (a, b) = two_replicas(&relaying(store)).await;
-    let mut feed = feed_of(&b).await;
+    let mut feed = Feed::past_snapshot(&b.base).await;
     approval_reaches(&a, &mut feed, &thread("sentinel-relayed")).await;
     let old = setup.master().await;
     setup.failover().await;
@@ -789,9 +781,7 @@ async fn the_inbox_relay_follows_the_master_through_a_sentinel_failover() {
             let waiting = thread(&format!("sentinel-after-{tries}"));
             drive_message(&a.agent_url("ref"), &waiting, "approve").await;
             let seen = feed
-                .find(Duration::from_secs(3), |t| {
-                    t["threadId"] == json!(waiting) && t["status"] == "input-required"
-                })
+                .find(Duration::from_secs(3), waiting_on(&waiting))
                 .await;
             seen.map(drop).ok_or(format!("{waiting} not relayed"))
         },

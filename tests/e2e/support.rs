@@ -7,10 +7,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 use agui_a2a_gateway::app;
-
-use crate::ready_line::read_ready;
 use agui_a2a_gateway::config::{self, FileConfig, Overrides};
 use serde_json::{json, Value};
+
+use crate::ready_line::{read_ready, READY_WITHIN};
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -72,10 +72,6 @@ pub fn closed_url() -> String {
     std::mem::forget(socket);
     url
 }
-
-/// How long a test peer may take to say READY (Python peers import for seconds, and several
-/// start at once on a small machine).
-pub const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Starts a test peer that prints `READY <base-url>` on stdout once it listens
 /// (tests/e2e/ready_line.rs), told to exit with this process; its URL.
